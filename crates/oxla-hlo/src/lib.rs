@@ -6,9 +6,11 @@ pub mod element_type;
 pub mod ir;
 pub mod literal;
 pub mod shape;
+pub mod shape_inference;
+pub mod verifier;
 
 pub use element_type::PrimitiveType;
-pub use ir::{HloComputation, HloInstruction, HloModule, InstrId, ComputationId, Opcode};
+pub use ir::{ComputationId, HloComputation, HloInstruction, HloModule, InstrId, Opcode};
 pub use literal::{ArrayData, ArrayLiteral, Literal, LiteralError, NativeType, Scalar};
 pub use shape::{ArrayShape, Layout, ProgramShape, Shape, ShapeError};
 

@@ -17,12 +17,17 @@ pub struct Layout {
 impl Layout {
     /// The row-major layout for `rank` dimensions: `{rank-1, ..., 1, 0}`.
     pub fn row_major(rank: usize) -> Layout {
-        Layout { minor_to_major: (0..rank as i64).rev().collect() }
+        Layout {
+            minor_to_major: (0..rank as i64).rev().collect(),
+        }
     }
 
     pub fn is_row_major(&self) -> bool {
         let n = self.minor_to_major.len() as i64;
-        self.minor_to_major.iter().enumerate().all(|(i, &d)| d == n - 1 - i as i64)
+        self.minor_to_major
+            .iter()
+            .enumerate()
+            .all(|(i, &d)| d == n - 1 - i as i64)
     }
 }
 
@@ -47,20 +52,35 @@ pub enum Shape {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ShapeError {
     #[error("dimension {index} of {shape_text} is negative ({size})")]
-    NegativeDimension { shape_text: String, index: usize, size: i64 },
+    NegativeDimension {
+        shape_text: String,
+        index: usize,
+        size: i64,
+    },
     #[error("the element count of {0} overflows")]
     ElementCountOverflow(String),
     #[error("the byte size of {0} overflows")]
     ByteSizeOverflow(String),
     #[error("layout {layout:?} is not a permutation of the {rank} dimensions of {shape_text}")]
-    BadLayout { shape_text: String, layout: Vec<i64>, rank: usize },
+    BadLayout {
+        shape_text: String,
+        layout: Vec<i64>,
+        rank: usize,
+    },
 }
 
 impl ArrayShape {
     /// An array shape with the default layout. Dimension sizes must be
     /// non-negative and their product must fit in `usize`.
-    pub fn new(element_type: PrimitiveType, dims: impl Into<Vec<i64>>) -> Result<ArrayShape, ShapeError> {
-        let shape = ArrayShape { element_type, dims: dims.into(), layout: None };
+    pub fn new(
+        element_type: PrimitiveType,
+        dims: impl Into<Vec<i64>>,
+    ) -> Result<ArrayShape, ShapeError> {
+        let shape = ArrayShape {
+            element_type,
+            dims: dims.into(),
+            layout: None,
+        };
         shape.validate()?;
         Ok(shape)
     }
@@ -68,11 +88,19 @@ impl ArrayShape {
     /// Like [`ArrayShape::new`], for dimensions known to be valid (small
     /// non-negative constants, or sizes taken from an existing array).
     pub fn new_unchecked(element_type: PrimitiveType, dims: impl Into<Vec<i64>>) -> ArrayShape {
-        ArrayShape { element_type, dims: dims.into(), layout: None }
+        ArrayShape {
+            element_type,
+            dims: dims.into(),
+            layout: None,
+        }
     }
 
     pub fn scalar(element_type: PrimitiveType) -> ArrayShape {
-        ArrayShape { element_type, dims: Vec::new(), layout: None }
+        ArrayShape {
+            element_type,
+            dims: Vec::new(),
+            layout: None,
+        }
     }
 
     fn validate(&self) -> Result<(), ShapeError> {
@@ -89,7 +117,10 @@ impl ArrayShape {
             let mut seen = vec![false; self.rank()];
             let ok = layout.minor_to_major.len() == self.rank()
                 && layout.minor_to_major.iter().all(|&d| {
-                    usize::try_from(d).ok().filter(|&d| d < seen.len()).is_some_and(|d| !std::mem::replace(&mut seen[d], true))
+                    usize::try_from(d)
+                        .ok()
+                        .filter(|&d| d < seen.len())
+                        .is_some_and(|d| !std::mem::replace(&mut seen[d], true))
                 });
             if !ok {
                 return Err(ShapeError::BadLayout {
@@ -140,18 +171,26 @@ impl ArrayShape {
 
     /// The layout to print: the stored one, or row-major.
     pub fn layout_or_default(&self) -> Layout {
-        self.layout.clone().unwrap_or_else(|| Layout::row_major(self.rank()))
+        self.layout
+            .clone()
+            .unwrap_or_else(|| Layout::row_major(self.rank()))
     }
 
     pub fn with_element_type(&self, element_type: PrimitiveType) -> ArrayShape {
-        ArrayShape { element_type, dims: self.dims.clone(), layout: self.layout.clone() }
+        ArrayShape {
+            element_type,
+            dims: self.dims.clone(),
+            layout: self.layout.clone(),
+        }
     }
 
     /// Number of elements; an error if the product of the dimensions overflows.
     pub fn element_count(&self) -> Result<usize, ShapeError> {
         self.dims
             .iter()
-            .try_fold(1usize, |acc, &d| usize::try_from(d).ok().and_then(|d| acc.checked_mul(d)))
+            .try_fold(1usize, |acc, &d| {
+                usize::try_from(d).ok().and_then(|d| acc.checked_mul(d))
+            })
             .ok_or_else(|| ShapeError::ElementCountOverflow(self.to_string()))
     }
 
@@ -215,7 +254,10 @@ impl fmt::Display for ArrayShape {
 
 impl Shape {
     /// An array shape with the default layout; see [`ArrayShape::new`].
-    pub fn array(element_type: PrimitiveType, dims: impl Into<Vec<i64>>) -> Result<Shape, ShapeError> {
+    pub fn array(
+        element_type: PrimitiveType,
+        dims: impl Into<Vec<i64>>,
+    ) -> Result<Shape, ShapeError> {
         ArrayShape::new(element_type, dims).map(Shape::Array)
     }
 
@@ -398,7 +440,10 @@ mod tests {
         let bytes = Shape::array(C128, [1i64 << 40, 1 << 20]);
         assert!(matches!(bytes, Err(ShapeError::ByteSizeOverflow(_))));
         let neg = Shape::array(F32, [2, -1]);
-        assert_eq!(neg.unwrap_err().to_string(), "dimension 1 of f32[2,-1] is negative (-1)");
+        assert_eq!(
+            neg.unwrap_err().to_string(),
+            "dimension 1 of f32[2,-1] is negative (-1)"
+        );
         let a = ArrayShape::new(U8, [2, 3, 4]).unwrap();
         assert_eq!(a.element_count(), Ok(24));
         assert_eq!(a.strides(), vec![12, 4, 1]);
@@ -407,16 +452,38 @@ mod tests {
     #[test]
     fn layouts_must_be_permutations() {
         let a = ArrayShape::new(F32, [2, 3]).unwrap();
-        assert!(a.clone().with_layout(Some(Layout { minor_to_major: vec![0, 1] })).is_ok());
-        assert!(a.clone().with_layout(Some(Layout { minor_to_major: vec![0, 0] })).is_err());
-        assert!(a.with_layout(Some(Layout { minor_to_major: vec![2, 1] })).is_err());
+        assert!(
+            a.clone()
+                .with_layout(Some(Layout {
+                    minor_to_major: vec![0, 1]
+                }))
+                .is_ok()
+        );
+        assert!(
+            a.clone()
+                .with_layout(Some(Layout {
+                    minor_to_major: vec![0, 0]
+                }))
+                .is_err()
+        );
+        assert!(
+            a.with_layout(Some(Layout {
+                minor_to_major: vec![2, 1]
+            }))
+            .is_err()
+        );
         assert!(Layout::row_major(3).is_row_major());
     }
 
     #[test]
     fn compatibility_ignores_layout() {
         let a = ArrayShape::new(F32, [2, 3]).unwrap();
-        let b = a.clone().with_layout(Some(Layout { minor_to_major: vec![0, 1] })).unwrap();
+        let b = a
+            .clone()
+            .with_layout(Some(Layout {
+                minor_to_major: vec![0, 1],
+            }))
+            .unwrap();
         assert_ne!(a, b);
         assert!(Shape::Array(a).compatible(&Shape::Array(b)));
     }

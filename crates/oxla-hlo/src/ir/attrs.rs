@@ -43,7 +43,15 @@ pub struct WindowDim {
 impl WindowDim {
     /// A window dimension of `size` with stride 1, no padding, no dilation.
     pub fn new(size: i64) -> WindowDim {
-        WindowDim { size, stride: 1, pad_low: 0, pad_high: 0, window_dilation: 1, base_dilation: 1, window_reversal: false }
+        WindowDim {
+            size,
+            stride: 1,
+            pad_low: 0,
+            pad_high: 0,
+            window_dilation: 1,
+            base_dilation: 1,
+            window_reversal: false,
+        }
     }
 }
 
@@ -311,8 +319,16 @@ pub struct Called {
 impl Called {
     /// Every called computation, in a fixed order.
     pub fn all(&self) -> Vec<ComputationId> {
-        let mut out: Vec<ComputationId> =
-            [self.to_apply, self.condition, self.body, self.select, self.scatter].into_iter().flatten().collect();
+        let mut out: Vec<ComputationId> = [
+            self.to_apply,
+            self.condition,
+            self.body,
+            self.select,
+            self.scatter,
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         out.extend(&self.branches);
         out.extend(&self.called);
         out
@@ -324,7 +340,13 @@ impl Called {
 
     /// Rewrites every id through `f` (used when computations move between modules).
     pub fn remap(&mut self, f: impl Fn(ComputationId) -> ComputationId) {
-        for slot in [&mut self.to_apply, &mut self.condition, &mut self.body, &mut self.select, &mut self.scatter] {
+        for slot in [
+            &mut self.to_apply,
+            &mut self.condition,
+            &mut self.body,
+            &mut self.select,
+            &mut self.scatter,
+        ] {
             if let Some(id) = slot {
                 *id = f(*id);
             }

@@ -36,7 +36,12 @@ pub struct HloInstruction {
 
 impl HloInstruction {
     /// An instruction with no attributes, called computations or control edges.
-    pub fn new(name: impl Into<String>, opcode: Opcode, shape: Shape, operands: Vec<InstrId>) -> HloInstruction {
+    pub fn new(
+        name: impl Into<String>,
+        opcode: Opcode,
+        shape: Shape,
+        operands: Vec<InstrId>,
+    ) -> HloInstruction {
         HloInstruction {
             name: name.into(),
             opcode,
@@ -64,8 +69,17 @@ impl HloComputation {
     /// A computation from instructions in dependency order and the root's id.
     /// Parameters are found by their `parameter_number`; gaps or duplicates
     /// are left for the verifier to report.
-    pub fn new(name: impl Into<String>, instructions: Vec<HloInstruction>, root: InstrId) -> HloComputation {
-        let mut c = HloComputation { name: name.into(), instructions, root, parameters: Vec::new() };
+    pub fn new(
+        name: impl Into<String>,
+        instructions: Vec<HloInstruction>,
+        root: InstrId,
+    ) -> HloComputation {
+        let mut c = HloComputation {
+            name: name.into(),
+            instructions,
+            root,
+            parameters: Vec::new(),
+        };
         c.index_parameters();
         c
     }
@@ -76,7 +90,12 @@ impl HloComputation {
             .iter()
             .enumerate()
             .filter(|(_, i)| i.opcode == Opcode::Parameter)
-            .map(|(k, i)| (i.attrs.parameter_number.unwrap_or(usize::MAX), InstrId::new(k)))
+            .map(|(k, i)| {
+                (
+                    i.attrs.parameter_number.unwrap_or(usize::MAX),
+                    InstrId::new(k),
+                )
+            })
             .collect();
         params.sort();
         self.parameters = params.into_iter().map(|(_, id)| id).collect();
@@ -126,20 +145,29 @@ impl HloComputation {
     }
 
     pub fn parameter_shape(&self, n: usize) -> Option<&Shape> {
-        self.parameters.get(n).map(|&id| &self.instruction(id).shape)
+        self.parameters
+            .get(n)
+            .map(|&id| &self.instruction(id).shape)
     }
 
     /// Parameter shapes and the result shape.
     pub fn program_shape(&self) -> ProgramShape {
         ProgramShape {
-            parameters: self.parameters.iter().map(|&id| self.instruction(id).shape.clone()).collect(),
+            parameters: self
+                .parameters
+                .iter()
+                .map(|&id| self.instruction(id).shape.clone())
+                .collect(),
             result: self.root_instruction().shape.clone(),
         }
     }
 
     /// The instruction named `name`.
     pub fn find(&self, name: &str) -> Option<InstrId> {
-        self.instructions.iter().position(|i| i.name == name).map(InstrId::new)
+        self.instructions
+            .iter()
+            .position(|i| i.name == name)
+            .map(InstrId::new)
     }
 
     /// For each instruction, the instructions that use it as an operand.
@@ -171,8 +199,17 @@ pub struct HloModule {
 
 impl HloModule {
     /// A module from computations in call order; `entry` must index one of them.
-    pub fn new(name: impl Into<String>, computations: Vec<HloComputation>, entry: ComputationId) -> HloModule {
-        HloModule { name: name.into(), computations, entry, header_attributes: Vec::new() }
+    pub fn new(
+        name: impl Into<String>,
+        computations: Vec<HloComputation>,
+        entry: ComputationId,
+    ) -> HloModule {
+        HloModule {
+            name: name.into(),
+            computations,
+            entry,
+            header_attributes: Vec::new(),
+        }
     }
 
     pub fn computations(&self) -> &[HloComputation] {
@@ -210,6 +247,9 @@ impl HloModule {
 
     /// The computation named `name`.
     pub fn find_computation(&self, name: &str) -> Option<ComputationId> {
-        self.computations.iter().position(|c| c.name == name).map(ComputationId::new)
+        self.computations
+            .iter()
+            .position(|c| c.name == name)
+            .map(ComputationId::new)
     }
 }

@@ -249,7 +249,10 @@ mod tests {
         for &op in Opcode::ALL {
             assert_eq!(Opcode::from_name(op.name()), Some(op));
         }
-        assert_eq!(Opcode::from_name("cross-replica-sum"), Some(Opcode::AllReduce));
+        assert_eq!(
+            Opcode::from_name("cross-replica-sum"),
+            Some(Opcode::AllReduce)
+        );
         assert_eq!(Opcode::from_name("frobnicate"), None);
     }
 

@@ -14,7 +14,11 @@ use crate::element_type::PrimitiveType;
 pub fn format_g(x: f64, precision: usize) -> String {
     let precision = precision.max(1);
     if x == 0.0 {
-        return if x.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if x.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     let sci = format!("{:.*e}", precision - 1, x);
     // Rust writes `d.ddde-5`: the exponent follows the `e`.
@@ -31,7 +35,11 @@ pub fn format_g(x: f64, precision: usize) -> String {
 }
 
 fn strip_zeros(s: &str) -> &str {
-    if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.') } else { s }
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
 }
 
 /// Digits tried for each float type: `digits10`, then `max_digits10`.
@@ -45,7 +53,9 @@ fn precisions(ty: PrimitiveType) -> (usize, usize) {
 }
 
 fn reads_back(text: &str, x: f64, ty: PrimitiveType) -> bool {
-    let Ok(y) = text.parse::<f64>() else { return false };
+    let Ok(y) = text.parse::<f64>() else {
+        return false;
+    };
     match ty {
         PrimitiveType::F16 => f16::from_f64(y).to_bits() == f16::from_f64(x).to_bits(),
         PrimitiveType::BF16 => bf16::from_f64(y).to_bits() == bf16::from_f64(x).to_bits(),
@@ -60,7 +70,9 @@ fn nan_payload(x: f64, ty: PrimitiveType) -> Option<u64> {
     let (payload, quiet) = match ty {
         PrimitiveType::F16 => ((f16::from_f64(x).to_bits() & 0x3ff) as u64, 0x200),
         PrimitiveType::BF16 => ((bf16::from_f64(x).to_bits() & 0x7f) as u64, 0x40),
-        PrimitiveType::F32 | PrimitiveType::C64 => (((x as f32).to_bits() & 0x7f_ffff) as u64, 0x40_0000),
+        PrimitiveType::F32 | PrimitiveType::C64 => {
+            (((x as f32).to_bits() & 0x7f_ffff) as u64, 0x40_0000)
+        }
         _ => (x.to_bits() & 0xf_ffff_ffff_ffff, 0x8_0000_0000_0000),
     };
     (payload != quiet).then_some(payload)
@@ -80,7 +92,11 @@ pub fn format_float(x: f64, ty: PrimitiveType) -> String {
     }
     let (short, long) = precisions(ty);
     let s = format_g(x, short);
-    if reads_back(&s, x, ty) { s } else { format_g(x, long) }
+    if reads_back(&s, x, ty) {
+        s
+    } else {
+        format_g(x, long)
+    }
 }
 
 /// One element of type `ty` as XLA prints it.
@@ -117,10 +133,19 @@ mod tests {
     #[test]
     fn round_trip_precision() {
         assert_eq!(format_float(0.1f32 as f64, PrimitiveType::F32), "0.1");
-        assert_eq!(format_float(16777217.0f32 as f64, PrimitiveType::F32), "16777216");
+        assert_eq!(
+            format_float(16777217.0f32 as f64, PrimitiveType::F32),
+            "16777216"
+        );
         assert_eq!(format_float(0.1, PrimitiveType::F64), "0.1");
-        assert_eq!(format_float(1.0 / 3.0, PrimitiveType::F64), "0.33333333333333331");
-        assert_eq!(format_float((1.0f32 / 3.0) as f64, PrimitiveType::F32), "0.333333343");
+        assert_eq!(
+            format_float(1.0 / 3.0, PrimitiveType::F64),
+            "0.33333333333333331"
+        );
+        assert_eq!(
+            format_float((1.0f32 / 3.0) as f64, PrimitiveType::F32),
+            "0.333333343"
+        );
         assert_eq!(format_float(f64::NEG_INFINITY, PrimitiveType::F32), "-inf");
         assert_eq!(format_float(f64::NAN, PrimitiveType::F32), "nan");
         assert_eq!(format_float(-f64::NAN, PrimitiveType::F64), "-nan");

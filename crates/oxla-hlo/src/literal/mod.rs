@@ -37,13 +37,28 @@ pub enum LiteralError {
     #[error(transparent)]
     Shape(#[from] ShapeError),
     #[error("{context}: expected {expected}, got {actual}")]
-    TypeMismatch { context: &'static str, expected: String, actual: String },
+    TypeMismatch {
+        context: &'static str,
+        expected: String,
+        actual: String,
+    },
     #[error("shape {shape} holds {expected} elements but {actual} were given")]
-    ElementCount { shape: String, expected: usize, actual: usize },
+    ElementCount {
+        shape: String,
+        expected: usize,
+        actual: usize,
+    },
     #[error("index {index:?} is out of bounds for shape {shape}")]
     IndexOutOfBounds { index: Vec<usize>, shape: String },
-    #[error("cannot reshape {from} ({from_count} elements) to dimensions {to:?} ({to_count} elements)")]
-    Reshape { from: String, from_count: usize, to: Vec<i64>, to_count: usize },
+    #[error(
+        "cannot reshape {from} ({from_count} elements) to dimensions {to:?} ({to_count} elements)"
+    )]
+    Reshape {
+        from: String,
+        from_count: usize,
+        to: Vec<i64>,
+        to_count: usize,
+    },
     #[error("nested array is ragged: {0}")]
     Ragged(String),
     #[error("{0}")]
@@ -62,7 +77,11 @@ impl ArrayLiteral {
         }
         let expected = shape.element_count()?;
         if expected != data.len() {
-            return Err(LiteralError::ElementCount { shape: shape.to_string(), expected, actual: data.len() });
+            return Err(LiteralError::ElementCount {
+                shape: shape.to_string(),
+                expected,
+                actual: data.len(),
+            });
         }
         Ok(ArrayLiteral { shape, data })
     }
@@ -119,7 +138,10 @@ impl ArrayLiteral {
 impl Literal {
     /// A rank-0 array holding `value`.
     pub fn scalar<T: NativeType>(value: T) -> Literal {
-        Literal::Array(ArrayLiteral { shape: ArrayShape::scalar(T::TYPE), data: T::wrap(vec![value]) })
+        Literal::Array(ArrayLiteral {
+            shape: ArrayShape::scalar(T::TYPE),
+            data: T::wrap(vec![value]),
+        })
     }
 
     /// A rank-1 array.
@@ -158,10 +180,13 @@ impl Literal {
     /// Zeros (false, empty tuples' elements, tokens) of any shape.
     pub fn zeros(shape: &Shape) -> Result<Literal, LiteralError> {
         Ok(match shape {
-            Shape::Array(a) => {
-                Literal::Array(ArrayLiteral { shape: a.clone(), data: ArrayData::zeros(a.element_type(), a.element_count()?) })
+            Shape::Array(a) => Literal::Array(ArrayLiteral {
+                shape: a.clone(),
+                data: ArrayData::zeros(a.element_type(), a.element_count()?),
+            }),
+            Shape::Tuple(t) => {
+                Literal::Tuple(t.iter().map(Literal::zeros).collect::<Result<_, _>>()?)
             }
-            Shape::Tuple(t) => Literal::Tuple(t.iter().map(Literal::zeros).collect::<Result<_, _>>()?),
             Shape::Token => Literal::Token,
         })
     }
@@ -169,7 +194,10 @@ impl Literal {
     /// An array of `shape` with every element `value` (converted to the element type).
     pub fn splat(shape: &ArrayShape, value: Scalar) -> Result<Literal, LiteralError> {
         let n = shape.element_count()?;
-        Ok(Literal::Array(ArrayLiteral { shape: shape.clone(), data: ArrayData::splat(shape.element_type(), value, n) }))
+        Ok(Literal::Array(ArrayLiteral {
+            shape: shape.clone(),
+            data: ArrayData::splat(shape.element_type(), value, n),
+        }))
     }
 
     /// The shape of this value.
@@ -243,10 +271,12 @@ impl Literal {
     pub fn get<T: NativeType>(&self, index: &[usize]) -> Result<T, LiteralError> {
         let values = self.typed::<T>()?;
         let a = self.array()?;
-        let i = a.linear_index(index).ok_or_else(|| LiteralError::IndexOutOfBounds {
-            index: index.to_vec(),
-            shape: a.shape.to_string(),
-        })?;
+        let i = a
+            .linear_index(index)
+            .ok_or_else(|| LiteralError::IndexOutOfBounds {
+                index: index.to_vec(),
+                shape: a.shape.to_string(),
+            })?;
         Ok(values[i])
     }
 
@@ -254,11 +284,18 @@ impl Literal {
     pub fn set<T: NativeType>(&mut self, index: &[usize], value: T) -> Result<(), LiteralError> {
         let shape_text = self.shape().to_string();
         let Literal::Array(a) = self else {
-            return Err(LiteralError::TypeMismatch { context: "literal", expected: "an array".into(), actual: shape_text });
+            return Err(LiteralError::TypeMismatch {
+                context: "literal",
+                expected: "an array".into(),
+                actual: shape_text,
+            });
         };
         let i = a
             .linear_index(index)
-            .ok_or_else(|| LiteralError::IndexOutOfBounds { index: index.to_vec(), shape: shape_text.clone() })?;
+            .ok_or_else(|| LiteralError::IndexOutOfBounds {
+                index: index.to_vec(),
+                shape: shape_text.clone(),
+            })?;
         let values = T::slice_mut(&mut a.data).ok_or_else(|| LiteralError::TypeMismatch {
             context: "element access",
             expected: T::TYPE.to_string(),
@@ -294,7 +331,10 @@ impl Literal {
                 to_count,
             });
         }
-        Ok(Literal::Array(ArrayLiteral { shape, data: a.data.clone() }))
+        Ok(Literal::Array(ArrayLiteral {
+            shape,
+            data: a.data.clone(),
+        }))
     }
 
     /// Every element converted to `ty` with XLA's `convert` rules (tuples convert leaf by leaf).
@@ -304,7 +344,9 @@ impl Literal {
                 shape: a.shape.with_element_type(ty),
                 data: a.data.convert(ty),
             })),
-            Literal::Tuple(t) => Ok(Literal::Tuple(t.iter().map(|l| l.convert(ty)).collect::<Result<_, _>>()?)),
+            Literal::Tuple(t) => Ok(Literal::Tuple(
+                t.iter().map(|l| l.convert(ty)).collect::<Result<_, _>>()?,
+            )),
             Literal::Token => Err(LiteralError::Other("cannot convert a token".into())),
         }
     }
@@ -340,7 +382,10 @@ impl Literal {
         match (self, expected) {
             (Literal::Array(a), Literal::Array(e)) => {
                 if !a.shape.compatible(&e.shape) {
-                    return Some(format!("shape {} differs from expected {}", a.shape, e.shape));
+                    return Some(format!(
+                        "shape {} differs from expected {}",
+                        a.shape, e.shape
+                    ));
                 }
                 (0..a.data.len()).find_map(|i| {
                     let (x, y) = (a.data.scalar(i), e.data.scalar(i));
@@ -354,12 +399,16 @@ impl Literal {
             }
             (Literal::Tuple(a), Literal::Tuple(e)) => {
                 if a.len() != e.len() {
-                    return Some(format!("tuple of {} elements, expected {}", a.len(), e.len()));
+                    return Some(format!(
+                        "tuple of {} elements, expected {}",
+                        a.len(),
+                        e.len()
+                    ));
                 }
-                a.iter()
-                    .zip(e)
-                    .enumerate()
-                    .find_map(|(i, (x, y))| x.first_mismatch(y, rtol, atol).map(|m| format!("tuple element {i}: {m}")))
+                a.iter().zip(e).enumerate().find_map(|(i, (x, y))| {
+                    x.first_mismatch(y, rtol, atol)
+                        .map(|m| format!("tuple element {i}: {m}"))
+                })
             }
             (Literal::Token, Literal::Token) => None,
             (a, e) => Some(format!("{} differs from expected {}", a.shape(), e.shape())),
@@ -368,7 +417,9 @@ impl Literal {
 
     fn equal_with(&self, other: &Literal, eq: &dyn Fn(&ArrayData, &ArrayData) -> bool) -> bool {
         match (self, other) {
-            (Literal::Array(a), Literal::Array(b)) => a.shape.compatible(&b.shape) && eq(&a.data, &b.data),
+            (Literal::Array(a), Literal::Array(b)) => {
+                a.shape.compatible(&b.shape) && eq(&a.data, &b.data)
+            }
             (Literal::Tuple(a), Literal::Tuple(b)) => {
                 a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.equal_with(y, eq))
             }
@@ -405,7 +456,14 @@ fn write_array_values(out: &mut String, a: &ArrayLiteral) {
         return;
     }
     // Recursive descent over dimensions, writing one brace level per dimension.
-    fn go(out: &mut String, a: &ArrayLiteral, dims: &[usize], depth: usize, offset: usize, ty: PrimitiveType) {
+    fn go(
+        out: &mut String,
+        a: &ArrayLiteral,
+        dims: &[usize],
+        depth: usize,
+        offset: usize,
+        ty: PrimitiveType,
+    ) {
         out.push('{');
         let stride: usize = dims[depth + 1..].iter().product();
         for i in 0..dims[depth] {
@@ -435,7 +493,9 @@ fn scalar_close(actual: Scalar, expected: Scalar, rtol: f64, atol: f64) -> bool 
     }
     match (actual, expected) {
         (Scalar::Float(a), Scalar::Float(e)) => close(a, e, rtol, atol),
-        (Scalar::Complex(a, b), Scalar::Complex(c, d)) => close(a, c, rtol, atol) && close(b, d, rtol, atol),
+        (Scalar::Complex(a, b), Scalar::Complex(c, d)) => {
+            close(a, c, rtol, atol) && close(b, d, rtol, atol)
+        }
         (a, e) => a == e,
     }
 }
@@ -491,10 +551,24 @@ mod tests {
         assert_eq!(Literal::scalar(5i32).to_string(), "s32[] 5");
         let t = Literal::tuple(vec![Literal::scalar(1.5f32), Literal::vec1(&[true, false])]);
         assert_eq!(t.to_string(), "(f32[] 1.5, pred[2] {true, false})");
-        assert_eq!(Literal::vec1(&[Complex32::new(1.0, -2.0)]).to_string(), "c64[1] {(1, -2)}");
-        assert_eq!(Literal::vec1(&[f32::NAN, f32::NEG_INFINITY]).to_string(), "f32[2] {nan, -inf}");
-        assert_eq!(Literal::from_vec::<u8>(&[2, 0], vec![]).unwrap().to_string(), "u8[2,0] {{}, {}}");
-        assert_eq!(Literal::vec1(&[bf16::from_f32(0.1)]).to_string(), "bf16[1] {0.1}");
+        assert_eq!(
+            Literal::vec1(&[Complex32::new(1.0, -2.0)]).to_string(),
+            "c64[1] {(1, -2)}"
+        );
+        assert_eq!(
+            Literal::vec1(&[f32::NAN, f32::NEG_INFINITY]).to_string(),
+            "f32[2] {nan, -inf}"
+        );
+        assert_eq!(
+            Literal::from_vec::<u8>(&[2, 0], vec![])
+                .unwrap()
+                .to_string(),
+            "u8[2,0] {{}, {}}"
+        );
+        assert_eq!(
+            Literal::vec1(&[bf16::from_f32(0.1)]).to_string(),
+            "bf16[1] {0.1}"
+        );
     }
 
     #[test]
@@ -509,14 +583,25 @@ mod tests {
         assert_eq!(r.get::<i64>(&[1, 0]), Ok(4));
         assert!(m.reshape(&[4]).is_err());
         assert!(Literal::from_nested(vec![vec![1, 2], vec![3]]).is_err());
-        assert_eq!(Literal::scalar(7u8).reshape(&[1, 1]).unwrap().to_vec::<u8>(), Ok(vec![7]));
+        assert_eq!(
+            Literal::scalar(7u8)
+                .reshape(&[1, 1])
+                .unwrap()
+                .to_vec::<u8>(),
+            Ok(vec![7])
+        );
     }
 
     #[test]
     fn conversion_follows_xla() {
         let l = Literal::vec1(&[f32::NAN, 1e10, -1e10, 2.9, -2.9]);
-        assert_eq!(l.convert(PrimitiveType::S32).unwrap().to_vec::<i32>(), Ok(vec![0, i32::MAX, i32::MIN, 2, -2]));
-        let ints = Literal::vec1(&[0i32, 1, 2]).convert(PrimitiveType::F32).unwrap();
+        assert_eq!(
+            l.convert(PrimitiveType::S32).unwrap().to_vec::<i32>(),
+            Ok(vec![0, i32::MAX, i32::MIN, 2, -2])
+        );
+        let ints = Literal::vec1(&[0i32, 1, 2])
+            .convert(PrimitiveType::F32)
+            .unwrap();
         assert_eq!(ints, Literal::vec1(&[0.0f32, 1.0, 2.0]));
     }
 
@@ -531,7 +616,8 @@ mod tests {
         assert!(a.approx_eq(&c, 1e-5, 0.0));
         assert!(!a.approx_eq(&Literal::vec1(&[1.0f32, 0.0, 1.0]), 1.0, 1.0));
         assert_eq!(
-            a.first_mismatch(&Literal::vec1(&[f32::NAN, 0.5, 1.0]), 0.0, 0.1).as_deref(),
+            a.first_mismatch(&Literal::vec1(&[f32::NAN, 0.5, 1.0]), 0.0, 0.1)
+                .as_deref(),
             Some("element 1 is 0, expected 0.5")
         );
     }

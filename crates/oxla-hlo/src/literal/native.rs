@@ -367,7 +367,10 @@ pub fn round_f64_to_float_format(x: f64, exponent_bits: u32, mantissa_bits: u32)
     let scaled = scale_by_pow2(x, -quantum_exp);
     let rounded = scaled.round_ties_even();
     let result = scale_by_pow2(rounded, quantum_exp);
-    let max_finite = scale_by_pow2((1u64 << (mantissa_bits + 1)) as f64 - 1.0, max_exp - mantissa_bits as i32);
+    let max_finite = scale_by_pow2(
+        (1u64 << (mantissa_bits + 1)) as f64 - 1.0,
+        max_exp - mantissa_bits as i32,
+    );
     if result.abs() > max_finite {
         return f64::INFINITY.copysign(x);
     }
@@ -462,8 +465,16 @@ impl ArrayData {
     }
 
     /// Copies element `src[i]` to `self[j]` for each pair `(j, i)`. Both must have the same type.
-    pub fn scatter_from(&mut self, src: &ArrayData, pairs: impl IntoIterator<Item = (usize, usize)>) {
-        fn go<T: NativeType>(dst: &mut [T], src: &ArrayData, pairs: impl IntoIterator<Item = (usize, usize)>) {
+    pub fn scatter_from(
+        &mut self,
+        src: &ArrayData,
+        pairs: impl IntoIterator<Item = (usize, usize)>,
+    ) {
+        fn go<T: NativeType>(
+            dst: &mut [T],
+            src: &ArrayData,
+            pairs: impl IntoIterator<Item = (usize, usize)>,
+        ) {
             // Same element type is an invariant of every caller.
             let src = T::slice(src).expect("scatter_from: element types differ");
             for (j, i) in pairs {
@@ -509,13 +520,16 @@ impl ArrayData {
 }
 
 fn floats_equal(a: f64, b: f64, bitwise: bool) -> bool {
-    (a.is_nan() && b.is_nan()) || (a == b && (!bitwise || a.is_sign_negative() == b.is_sign_negative()))
+    (a.is_nan() && b.is_nan())
+        || (a == b && (!bitwise || a.is_sign_negative() == b.is_sign_negative()))
 }
 
 fn scalars_equal(a: Scalar, b: Scalar, bitwise: bool) -> bool {
     match (a, b) {
         (Scalar::Float(x), Scalar::Float(y)) => floats_equal(x, y, bitwise),
-        (Scalar::Complex(a, b), Scalar::Complex(c, d)) => floats_equal(a, c, bitwise) && floats_equal(b, d, bitwise),
+        (Scalar::Complex(a, b), Scalar::Complex(c, d)) => {
+            floats_equal(a, c, bitwise) && floats_equal(b, d, bitwise)
+        }
         (x, y) => x == y,
     }
 }
@@ -533,7 +547,10 @@ mod tests {
         assert_eq!(u8::from_scalar(Scalar::Float(300.0)), 255);
         assert_eq!(i8::from_scalar(Scalar::Float(-3.7)), -3);
         assert_eq!(i64::from_scalar(Scalar::Float(f64::INFINITY)), i64::MAX);
-        assert_eq!(u64::from_scalar(Scalar::Float(1.8446744073709552e19)), u64::MAX);
+        assert_eq!(
+            u64::from_scalar(Scalar::Float(1.8446744073709552e19)),
+            u64::MAX
+        );
     }
 
     #[test]
@@ -552,21 +569,42 @@ mod tests {
         // Double rounding through f64 would give 2^63 + 2^40 here; one rounding gives 2^63.
         let v: i128 = (1i128 << 63) + (1 << 39) + 1;
         assert_eq!(f32::from_scalar(Scalar::Int(v)), 9223373136366403584.0);
-        assert_eq!(f32::from_scalar(u64::MAX.to_scalar()), 18446744073709551616.0);
+        assert_eq!(
+            f32::from_scalar(u64::MAX.to_scalar()),
+            18446744073709551616.0
+        );
     }
 
     #[test]
     fn narrowing_floats_round_to_nearest_even() {
-        assert_eq!(bf16::from_scalar(Scalar::Float(1.0 + 1.0 / 256.0)).to_f32(), 1.0);
-        assert_eq!(bf16::from_scalar(Scalar::Float(1.0 + 3.0 / 256.0)).to_f32(), 1.0 + 4.0 / 256.0);
+        assert_eq!(
+            bf16::from_scalar(Scalar::Float(1.0 + 1.0 / 256.0)).to_f32(),
+            1.0
+        );
+        assert_eq!(
+            bf16::from_scalar(Scalar::Float(1.0 + 3.0 / 256.0)).to_f32(),
+            1.0 + 4.0 / 256.0
+        );
         // Just above the tie: the low bits half's own f64 path drops must round up.
         let x = 1.0 + 1.0 / 256.0 + 1e-12;
-        assert_eq!(bf16::from_scalar(Scalar::Float(x)).to_f32(), 1.0 + 2.0 / 256.0);
-        assert_eq!(f16::from_scalar(Scalar::Float(65520.0)).to_f32(), f32::INFINITY);
+        assert_eq!(
+            bf16::from_scalar(Scalar::Float(x)).to_f32(),
+            1.0 + 2.0 / 256.0
+        );
+        assert_eq!(
+            f16::from_scalar(Scalar::Float(65520.0)).to_f32(),
+            f32::INFINITY
+        );
         assert_eq!(f16::from_scalar(Scalar::Float(65519.0)).to_f32(), 65504.0);
         // Smallest f16 subnormal is 2^-24; half of it rounds to zero (tie to even), a bit more rounds up.
-        assert_eq!(f16::from_scalar(Scalar::Float(2f64.powi(-25))).to_f32(), 0.0);
-        assert_eq!(f16::from_scalar(Scalar::Float(2f64.powi(-25) * 1.5)).to_f64(), 2f64.powi(-24));
+        assert_eq!(
+            f16::from_scalar(Scalar::Float(2f64.powi(-25))).to_f32(),
+            0.0
+        );
+        assert_eq!(
+            f16::from_scalar(Scalar::Float(2f64.powi(-25) * 1.5)).to_f64(),
+            2f64.powi(-24)
+        );
         assert!(f16::from_scalar(Scalar::Float(f64::NAN)).is_nan());
         assert_eq!(f16::from_scalar(Scalar::Float(-0.0)).to_bits(), 0x8000);
     }
@@ -576,7 +614,10 @@ mod tests {
         assert!(bool::from_scalar(Scalar::Float(f64::NAN)));
         assert!(!bool::from_scalar(Scalar::Float(-0.0)));
         assert_eq!(f32::from_scalar(Scalar::Pred(true)), 1.0);
-        assert_eq!(Complex32::from_scalar(Scalar::Int(3)), Complex32::new(3.0, 0.0));
+        assert_eq!(
+            Complex32::from_scalar(Scalar::Int(3)),
+            Complex32::new(3.0, 0.0)
+        );
         assert_eq!(f64::from_scalar(Complex64::new(2.0, 5.0).to_scalar()), 2.0);
     }
 

@@ -37,8 +37,14 @@ fn dims_of_items<U: NestedArray>(items: &[U], dims: &mut Vec<i64>) {
     }
 }
 
-fn flatten_items<U: NestedArray>(items: &[U], dims: &[i64], out: &mut Vec<U::Elem>) -> Result<(), LiteralError> {
-    let (&n, rest) = dims.split_first().ok_or_else(|| LiteralError::Ragged("too many levels".into()))?;
+fn flatten_items<U: NestedArray>(
+    items: &[U],
+    dims: &[i64],
+    out: &mut Vec<U::Elem>,
+) -> Result<(), LiteralError> {
+    let (&n, rest) = dims
+        .split_first()
+        .ok_or_else(|| LiteralError::Ragged("too many levels".into()))?;
     if items.len() as i64 != n {
         return Err(LiteralError::Ragged(format!(
             "a level of {} elements where {} were expected from the first element",
@@ -46,7 +52,9 @@ fn flatten_items<U: NestedArray>(items: &[U], dims: &[i64], out: &mut Vec<U::Ele
             n
         )));
     }
-    items.iter().try_for_each(|item| item.flatten_into(rest, out))
+    items
+        .iter()
+        .try_for_each(|item| item.flatten_into(rest, out))
 }
 
 impl<U: NestedArray, const N: usize> NestedArray for [U; N] {
@@ -89,7 +97,9 @@ impl<U: NestedArray> NestedArray for &[U] {
 }
 
 /// Dimensions and row-major elements of a nested array.
-pub(super) fn flatten<A: NestedArray>(nested: &A) -> Result<(Vec<i64>, Vec<A::Elem>), LiteralError> {
+pub(super) fn flatten<A: NestedArray>(
+    nested: &A,
+) -> Result<(Vec<i64>, Vec<A::Elem>), LiteralError> {
     let mut dims = Vec::with_capacity(A::rank());
     nested.dims_into(&mut dims);
     let mut out = Vec::new();
