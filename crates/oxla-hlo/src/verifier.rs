@@ -62,8 +62,9 @@ pub fn verify(module: &HloModule) -> Result<(), VerifyErrors> {
         return Err(VerifyErrors(errors));
     }
     let mut computation_names = HashSet::new();
-    let mut instruction_names = HashSet::new();
     for (ci, comp) in module.computations().iter().enumerate() {
+        // Names are unique within a computation; XLA allows repeats across computations.
+        let mut instruction_names = HashSet::new();
         let here = |instruction: Option<&str>, message: String| VerifyError {
             computation: comp.name.clone(),
             instruction: instruction.map(str::to_string),
@@ -101,7 +102,7 @@ pub fn verify(module: &HloModule) -> Result<(), VerifyErrors> {
             if !instruction_names.insert(name) {
                 errors.push(here(
                     Some(name),
-                    "another instruction in the module has the same name".into(),
+                    "another instruction in this computation has the same name".into(),
                 ));
             }
             if let Some(&bad) = instr
