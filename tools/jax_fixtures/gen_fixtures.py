@@ -876,7 +876,7 @@ def conversions():
     cs.append(fconv(PRED, F32, np.array([True, False, True])))
     cs.append(fconv(PRED, BF16, np.array([True, False])))
     cs.append(case("convert_s32_to_pred", lambda a: lax.convert_element_type(a, np.bool_),
-                   [np.array([0, 1, -1, 2, 256], np.int32)], "convert_to_pred", hlo_ops=("compare",),
+                   [np.array([0, 1, -1, 2, 256], np.int32)], "convert", hlo_ops=("compare",),
                    ref=same(lambda a: a != 0),
                    note="jax lowers x->pred as compare(x, 0), direction=NE"))
     cs.append(fconv(F32, C64, floats(F32, (8,), 112)))
@@ -1017,8 +1017,7 @@ def dots():
     cs = []
 
     def d(name, fn, args, tol, note="", hlo_text=()):
-        return case(name, fn, args, "dot", tol=tol, note=note, hlo_text=hlo_text,
-                    ref=None)
+        return case(name, fn, args, "dot", tol=tol, note=note, hlo_text=hlo_text)
 
     cs.append(d("dot_vv_f32", jnp.dot, [floats(F32, (8,), 181, specials=False),
                                        floats(F32, (8,), 182, specials=False)], summation(F32)))
@@ -1073,7 +1072,6 @@ def dots():
 
 def convolutions():
     cs = []
-    tol = summation(F32)
 
     def conv(name, lhs, rhs, note="", **kw):
         fn = lambda a, b: lax.conv_general_dilated(a, b, **kw)  # noqa: E731
@@ -1119,8 +1117,8 @@ def convolutions():
                    dimension_numbers=("NCH", "OIH", "NCH")))
     tr = lambda a, b: lax.conv_transpose(a, b, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))  # noqa: E731
     cs.append(case("conv_transpose_nhwc", tr, [f((1, 3, 3, 2), 245), f((3, 3, 2, 2), 246)],
-                   "convolution", tol=tol, note="lax.conv_transpose: lhs_dilate"))
-    cs[-1].hlo_text = ("lhs_dilate=",)
+                   "convolution", tol=summation(F32), hlo_text=("lhs_dilate=",),
+                   note="lax.conv_transpose: lhs_dilate"))
     return cs
 
 
@@ -1492,7 +1490,9 @@ def nn_blocks():
     cs.append(case("log_softmax_f32", lambda a: jax.nn.log_softmax(a, axis=0), [x], "log_softmax",
                    tol=close(1e-5, 1e-5), hlo_ops=("reduce", "exponential", "log")))
     cs.append(case("softmax_bf16", lambda a: jax.nn.softmax(a), [floats(BF16, (2, 6), 352, -3, 3, False)],
-                   "softmax", tol=transcendental(BF16), hlo_ops=("reduce", "exponential")))
+                   "softmax", tol=close(3e-2, 1e-3), hlo_ops=("reduce", "exponential"),
+                   note="op-by-op bf16 evaluation (sum in f32 as written) matches XLA; an exact "
+                        "softmax rounded once to bf16 differs by up to ~1.3%"))
     cs.append(case("gelu_tanh_f32", jax.nn.gelu, [floats(F32, (12,), 353, -6, 6, False)], "gelu",
                    tol=transcendental(F32), hlo_ops=("tanh",)))
     cs.append(case("gelu_erf_f64", lambda a: jax.nn.gelu(a, approximate=False), [floats(F64, (12,), 354, -6, 6, False)],
@@ -1634,7 +1634,7 @@ CASE_GROUPS = [
 # Writer.
 
 def to_file(arr):
-    arr = np.ascontiguousarray(arr)
+    arr = np.require(arr, requirements="C")  # (np.ascontiguousarray would make scalars 1-d)
     if arr.dtype == BF16:
         return arr.view(np.uint16)
     return arr
