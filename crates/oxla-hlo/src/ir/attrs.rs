@@ -340,16 +340,17 @@ impl Called {
 
     /// Rewrites every id through `f` (used when computations move between modules).
     pub fn remap(&mut self, f: impl Fn(ComputationId) -> ComputationId) {
-        for slot in [
+        for id in [
             &mut self.to_apply,
             &mut self.condition,
             &mut self.body,
             &mut self.select,
             &mut self.scatter,
-        ] {
-            if let Some(id) = slot {
-                *id = f(*id);
-            }
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *id = f(*id);
         }
         for id in self.branches.iter_mut().chain(self.called.iter_mut()) {
             *id = f(*id);

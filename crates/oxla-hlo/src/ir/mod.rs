@@ -175,10 +175,10 @@ impl HloComputation {
         let mut users = vec![Vec::new(); self.instructions.len()];
         for (k, instr) in self.instructions.iter().enumerate() {
             for &op in &instr.operands {
-                if let Some(u) = users.get_mut(op.index()) {
-                    if !u.contains(&InstrId::new(k)) {
-                        u.push(InstrId::new(k));
-                    }
+                if let Some(u) = users.get_mut(op.index())
+                    && !u.contains(&InstrId::new(k))
+                {
+                    u.push(InstrId::new(k));
                 }
             }
         }

@@ -237,7 +237,7 @@ mod tests {
             result: f.clone(),
         };
         assert!(conditional(&Shape::scalar(Pred), &[&f, &f], &[b.clone(), b.clone()]).is_ok());
-        assert!(conditional(&Shape::scalar(Pred), &[&f], &[b.clone()]).is_err());
+        assert!(conditional(&Shape::scalar(Pred), &[&f], std::slice::from_ref(&b)).is_err());
         assert!(
             conditional(
                 &Shape::scalar(S32),

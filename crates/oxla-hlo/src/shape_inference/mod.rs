@@ -297,7 +297,7 @@ pub fn infer_instruction(
         Reverse => reverse(operands[0], attr(op, "dimensions", &a.dimensions)?),
         Scatter => {
             let n = (operands.len() - 1) / 2;
-            if operands.len() % 2 == 0 {
+            if operands.len().is_multiple_of(2) {
                 return err(
                     op,
                     format!(
@@ -376,7 +376,7 @@ pub fn infer_instruction(
         }
         Reduce => {
             let comp = called(op, "to_apply", c.to_apply, computations)?;
-            if operands.len() % 2 != 0 {
+            if !operands.len().is_multiple_of(2) {
                 return err(
                     op,
                     format!(
@@ -395,7 +395,7 @@ pub fn infer_instruction(
         }
         ReduceWindow => {
             let comp = called(op, "to_apply", c.to_apply, computations)?;
-            if operands.len() % 2 != 0 {
+            if !operands.len().is_multiple_of(2) {
                 return err(
                     op,
                     format!(

@@ -208,10 +208,10 @@ fn check_index_operands(op: &str, a: &ArrayShape, indices: &[&Shape]) -> InferRe
             ty = Some(s.element_type());
         }
     }
-    if let Some(t) = ty {
-        if !t.is_integral() {
-            return err(op, format!("start indices must be integers, got {t}"));
-        }
+    if let Some(t) = ty
+        && !t.is_integral()
+    {
+        return err(op, format!("start indices must be integers, got {t}"));
     }
     Ok(())
 }
