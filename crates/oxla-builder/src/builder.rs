@@ -82,6 +82,14 @@ impl XlaBuilder {
         XlaOp::invalid(self, state.last_failure)
     }
 
+    /// Records an error found by a layer built on the builder (such as
+    /// oxla's NumPy-style front end) and returns a placeholder carrying it;
+    /// `build` reports the first error as usual.
+    #[track_caller]
+    pub fn report_error(&self, op: &str, message: impl Into<String>) -> XlaOp<'_> {
+        self.record_error(BuildError::new(op, message, Location::caller()))
+    }
+
     /// Notes that a check failed because of an invalid handle carrying error `index`.
     pub(crate) fn note_failure(&self, index: usize) {
         self.state.borrow_mut().last_failure = index;

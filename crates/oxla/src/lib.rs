@@ -1,0 +1,14 @@
+//! oxla: XLA rebuilt in pure Rust. Build a static-shaped computation with
+//! [`XlaBuilder`] (or read HLO text), compile it, and run it.
+//!
+//! This crate gathers oxla's parts behind one dependency: the core types
+//! ([`Shape`], [`Literal`], [`HloModule`]), the builder, and [`np`], a
+//! NumPy-style layer with implicit broadcasting.
+
+pub mod np;
+
+pub use oxla_builder::{BuildError, Padding, PaddingConfig, XlaBuilder, XlaComputation, XlaOp};
+pub use oxla_hlo::{
+    ArrayShape, HloModule, Literal, NativeType, PrimitiveType, ProgramShape, Shape,
+};
+pub use oxla_hlo::{half, num_complex};
