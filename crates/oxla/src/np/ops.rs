@@ -341,10 +341,10 @@ fn logical<'b>(
     if let Err(e) = expect_bool(op, a) {
         return e;
     }
-    if let Operand::Tensor(t) = b {
-        if let Err(e) = expect_bool(op, t) {
-            return e;
-        }
+    if let Operand::Tensor(t) = b
+        && let Err(e) = expect_bool(op, t)
+    {
+        return e;
     }
     apply(a.builder(), op, Operand::Tensor(a), b, f)
 }
