@@ -43,10 +43,12 @@ fn strip_zeros(s: &str) -> &str {
 }
 
 /// Digits tried for each float type: `digits10`, then `max_digits10`.
+/// For f16 and bf16 XLA always uses `max_digits10` (f16 0.1 prints as
+/// `0.099976`, bf16 0.1 as `0.1001`), as checked against jaxlib's printer.
 fn precisions(ty: PrimitiveType) -> (usize, usize) {
     match ty {
-        PrimitiveType::F16 => (3, 5),
-        PrimitiveType::BF16 => (2, 4),
+        PrimitiveType::F16 => (5, 5),
+        PrimitiveType::BF16 => (4, 4),
         PrimitiveType::F32 | PrimitiveType::C64 => (6, 9),
         _ => (15, 17),
     }
@@ -147,6 +149,14 @@ mod tests {
             "0.333333343"
         );
         assert_eq!(format_float(f64::NEG_INFINITY, PrimitiveType::F32), "-inf");
+        // f16 and bf16 always use max_digits10 digits, as XLA does.
+        let f16_tenth = half::f16::from_f64(0.1).to_f64();
+        assert_eq!(format_float(f16_tenth, PrimitiveType::F16), "0.099976");
+        assert_eq!(format_float(1.0, PrimitiveType::F16), "1");
+        let bf16_tenth = half::bf16::from_f64(0.1).to_f64();
+        assert_eq!(format_float(bf16_tenth, PrimitiveType::BF16), "0.1001");
+        let bf16_big = half::bf16::from_f64(1e10).to_f64();
+        assert_eq!(format_float(bf16_big, PrimitiveType::BF16), "9.999e+09");
         assert_eq!(format_float(f64::NAN, PrimitiveType::F32), "nan");
         assert_eq!(format_float(-f64::NAN, PrimitiveType::F64), "-nan");
         let payload = f32::from_bits(0x7fc0_0001) as f64;

@@ -2,6 +2,7 @@
 //! row-major order, whatever the layout in their shape says; tuples hold
 //! literals; a token carries no data.
 
+mod bytes;
 mod format;
 mod native;
 mod nested;
@@ -567,7 +568,7 @@ mod tests {
         );
         assert_eq!(
             Literal::vec1(&[bf16::from_f32(0.1)]).to_string(),
-            "bf16[1] {0.1}"
+            "bf16[1] {0.1001}"
         );
     }
 
