@@ -13,7 +13,11 @@ fn dims(max_rank: usize) -> impl Strategy<Value = Vec<i64>> {
 /// The broadcasting document, transcribed: expand the lower-rank operand
 /// (unmatched dimensions become 1), then each pair must be equal or contain a 1.
 fn reference(lhs: &[i64], rhs: &[i64], bd: &[i64]) -> Option<Vec<i64>> {
-    let (small, large) = if lhs.len() < rhs.len() { (lhs, rhs) } else { (rhs, lhs) };
+    let (small, large) = if lhs.len() < rhs.len() {
+        (lhs, rhs)
+    } else {
+        (rhs, lhs)
+    };
     let expanded: Vec<i64> = if lhs.len() == rhs.len() {
         if !bd.is_empty() && bd != (0..lhs.len() as i64).collect::<Vec<_>>().as_slice() {
             return None;
@@ -23,7 +27,9 @@ fn reference(lhs: &[i64], rhs: &[i64], bd: &[i64]) -> Option<Vec<i64>> {
         if bd.len() != small.len() || (bd.is_empty() && !small.is_empty()) {
             return None;
         }
-        if bd.windows(2).any(|w| w[0] >= w[1]) || bd.iter().any(|&d| d < 0 || d as usize >= large.len()) {
+        if bd.windows(2).any(|w| w[0] >= w[1])
+            || bd.iter().any(|&d| d < 0 || d as usize >= large.len())
+        {
             return None;
         }
         let mut e = vec![1; large.len()];
@@ -141,4 +147,50 @@ proptest! {
             prop_assert_eq!(got.unwrap(), count);
         }
     }
+}
+
+#[test]
+fn huge_window_and_slice_values_are_errors_not_overflows() {
+    let base = WindowDim::new(1);
+    for w in [
+        WindowDim {
+            base_dilation: i64::MAX,
+            ..base
+        },
+        WindowDim {
+            pad_low: i64::MAX,
+            pad_high: i64::MAX,
+            ..base
+        },
+        WindowDim {
+            size: i64::MAX,
+            window_dilation: 2,
+            ..base
+        },
+    ] {
+        assert!(window_output_size("reduce-window", 4, &w).is_err(), "{w:?}");
+    }
+    let s = Shape::array(PrimitiveType::F32, [4]).unwrap();
+    assert_eq!(
+        slice(
+            &s,
+            &[SliceDim {
+                start: 0,
+                limit: 4,
+                stride: i64::MAX
+            }]
+        )
+        .unwrap()
+        .to_string(),
+        "f32[1]"
+    );
+    assert_eq!(
+        oxla_hlo::shape_inference::make_padding(
+            &[5],
+            &[3],
+            &[i64::MAX],
+            oxla_hlo::shape_inference::Padding::Same
+        ),
+        vec![(0, 0)]
+    );
 }

@@ -36,8 +36,10 @@ pub fn make_padding(
             .zip(strides)
             .map(|((&i, &w), &s)| {
                 let s = s.max(1);
+                // XLA's formula in i128, so huge strides or windows cannot overflow.
+                let (i, w, s) = (i as i128, w as i128, s as i128);
                 let out = (i + s - 1) / s;
-                let total = ((out - 1) * s + w - i).max(0);
+                let total = ((out - 1) * s + w - i).clamp(0, i64::MAX as i128) as i64;
                 (total / 2, total - total / 2)
             })
             .collect(),
@@ -57,16 +59,35 @@ pub fn window_output_size(op: &str, base: i64, w: &WindowDim) -> InferResult<i64
             ),
         );
     }
-    let dilated_base = if base == 0 {
-        0
-    } else {
-        (base - 1) * w.base_dilation + 1
+    let overflow = || {
+        err(
+            op,
+            format!("window arithmetic overflows for a base of {base} and window {w:?}"),
+        )
     };
-    let padded = dilated_base + w.pad_low + w.pad_high;
-    let dilated_window = if w.size == 0 {
-        0
+    // (base - 1) * base_dilation + 1, then the padding on both sides.
+    let dilated_base = if base == 0 {
+        Some(0)
     } else {
-        (w.size - 1) * w.window_dilation + 1
+        (base - 1)
+            .checked_mul(w.base_dilation)
+            .and_then(|x| x.checked_add(1))
+    };
+    let Some(padded) = dilated_base
+        .and_then(|b| b.checked_add(w.pad_low))
+        .and_then(|b| b.checked_add(w.pad_high))
+    else {
+        return overflow();
+    };
+    let dilated_window = if w.size == 0 {
+        Some(0)
+    } else {
+        (w.size - 1)
+            .checked_mul(w.window_dilation)
+            .and_then(|x| x.checked_add(1))
+    };
+    let Some(dilated_window) = dilated_window else {
+        return overflow();
     };
     if padded < 0 {
         return err(

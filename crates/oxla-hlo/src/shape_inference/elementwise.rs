@@ -14,7 +14,9 @@ fn accepts(op: Opcode, ty: PrimitiveType) -> bool {
     let float = ty.is_float();
     let complex = ty.is_complex();
     match op {
-        Abs | Negate | Sign => ty.is_signed_int() || float || complex,
+        Abs | Sign => ty.is_signed_int() || float || complex,
+        // Negating an unsigned integer wraps (0 - x), as in XLA and StableHLO.
+        Negate => int || float || complex,
         Ceil | Floor | RoundNearestAfz | RoundNearestEven | Erf | Cbrt | IsFinite
         | ReducePrecision => float,
         Clz | PopCnt | ShiftLeft | ShiftRightArithmetic | ShiftRightLogical | MulHi => int,
@@ -23,9 +25,12 @@ fn accepts(op: Opcode, ty: PrimitiveType) -> bool {
         }
         Real | Imag => float || complex,
         Not | And | Or | Xor => int || ty.is_pred(),
-        Add | Subtract | Multiply | Divide | Power => int || float || complex,
+        // On pred, add is logical or and multiply logical and (StableHLO's i1).
+        Add | Multiply => int || float || complex || ty.is_pred(),
+        Subtract | Divide | Power => int || float || complex,
         Remainder => int || float,
-        Maximum | Minimum => int || float || ty.is_pred(),
+        // Complex values order lexicographically (real part, then imaginary), as StableHLO specifies.
+        Maximum | Minimum => int || float || complex || ty.is_pred(),
         Atan2 => float || complex,
         Complex => matches!(ty, PrimitiveType::F32 | PrimitiveType::F64),
         _ => true,
@@ -34,17 +39,19 @@ fn accepts(op: Opcode, ty: PrimitiveType) -> bool {
 
 fn type_error(op: Opcode, shape: &ArrayShape) -> InferResult {
     let what = match op {
-        Opcode::Abs | Opcode::Negate | Opcode::Sign => "a signed integer, float or complex",
+        Opcode::Abs | Opcode::Sign => "a signed integer, float or complex",
+        Opcode::Negate => "a numeric (integer, float or complex)",
         Opcode::Clz | Opcode::PopCnt | Opcode::MulHi => "an integer",
         Opcode::ShiftLeft | Opcode::ShiftRightArithmetic | Opcode::ShiftRightLogical => {
             "an integer"
         }
         Opcode::Not | Opcode::And | Opcode::Or | Opcode::Xor => "a pred or integer",
-        Opcode::Add | Opcode::Subtract | Opcode::Multiply | Opcode::Divide | Opcode::Power => {
+        Opcode::Add | Opcode::Multiply => "a pred or numeric (integer, float or complex)",
+        Opcode::Subtract | Opcode::Divide | Opcode::Power => {
             "a numeric (integer, float or complex)"
         }
         Opcode::Remainder => "an integer or float",
-        Opcode::Maximum | Opcode::Minimum => "a pred, integer or float",
+        Opcode::Maximum | Opcode::Minimum => "a pred, integer, float or complex",
         Opcode::Complex => "an f32 or f64",
         Opcode::Cos | Opcode::Sin | Opcode::Tan | Opcode::Tanh | Opcode::Exp | Opcode::Expm1 => {
             "a float or complex"
@@ -500,7 +507,8 @@ mod tests {
             Some(PrimitiveType::F32)
         );
         assert!(unary(Opcode::Tanh, &s).is_err());
-        assert!(unary(Opcode::Negate, &u).is_err());
+        assert!(unary(Opcode::Negate, &u).is_ok());
+        assert!(unary(Opcode::Abs, &u).is_err());
         assert!(unary(Opcode::Floor, &c).is_err());
         assert_eq!(
             unary(Opcode::Exp, &s).unwrap_err().to_string(),

@@ -166,7 +166,13 @@ pub fn slice(operand: &Shape, dims: &[SliceDim]) -> InferResult {
                 ),
             );
         }
-        out.push((s.limit - s.start + s.stride - 1) / s.stride);
+        // ceil((limit - start) / stride), without overflow for huge strides.
+        let len = s.limit - s.start;
+        out.push(if len == 0 {
+            0
+        } else {
+            (len - 1) / s.stride + 1
+        });
     }
     make_array(op, a.element_type(), out)
 }
