@@ -5,7 +5,13 @@
 //! ([`Shape`], [`Literal`], [`HloModule`]), the builder, and [`np`], a
 //! NumPy-style layer with implicit broadcasting.
 
+mod client;
 pub mod np;
+
+pub use client::{
+    Backend, Client, CompileOptions, CustomCallCFn, CustomCallFn, Error, Executable,
+    ExecuteOptions, Result,
+};
 
 pub use oxla_builder::{BuildError, Padding, PaddingConfig, XlaBuilder, XlaComputation, XlaOp};
 pub use oxla_hlo::{
