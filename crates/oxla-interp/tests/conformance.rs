@@ -40,7 +40,7 @@ fn stablehlo_interpret_corpus() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     run(
         &root.join("../../../shared/conformance/stablehlo-interpret"),
-        409,
+        412,
     );
 }
 

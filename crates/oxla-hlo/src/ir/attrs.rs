@@ -292,6 +292,12 @@ pub struct Attrs {
     pub outfeed_config: Option<String>,
     /// `outfeed_shape=...`.
     pub outfeed_shape: Option<Shape>,
+    /// `num_carries=N` of a scan: how many trailing operands are carries.
+    pub num_carries: Option<i64>,
+    /// `is_reverse=true` of a scan: steps run from the last position to the first.
+    pub is_reverse: Option<bool>,
+    /// `is_associative=true` of a scan (a hint; evaluation is sequential).
+    pub is_associative: Option<bool>,
     /// oxla extension: number of trailing operands of a `map` that are passed
     /// whole to every application (the seed's static operands).
     pub static_operands: Option<usize>,

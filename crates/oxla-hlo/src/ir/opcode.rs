@@ -88,6 +88,14 @@ opcodes! {
 
     // Element-wise unary.
     Abs "abs" Exactly(1), Unary;
+    Acos "acos" Exactly(1), Unary;
+    Acosh "acosh" Exactly(1), Unary;
+    Asin "asin" Exactly(1), Unary;
+    Asinh "asinh" Exactly(1), Unary;
+    Atan "atan" Exactly(1), Unary;
+    Atanh "atanh" Exactly(1), Unary;
+    Cosh "cosh" Exactly(1), Unary;
+    Sinh "sinh" Exactly(1), Unary;
     Cbrt "cbrt" Exactly(1), Unary;
     Ceil "ceil" Exactly(1), Unary;
     Clz "count-leading-zeros" Exactly(1), Unary;
@@ -168,6 +176,7 @@ opcodes! {
     // Reductions and computations applied per element or window.
     Map "map" AtLeast(1), Other;
     Reduce "reduce" AtLeast(2), Other;
+    Scan "scan" AtLeast(1), Other;
     ReduceWindow "reduce-window" AtLeast(2), Other;
     SelectAndScatter "select-and-scatter" Exactly(3), Other;
     Sort "sort" AtLeast(1), Other;

@@ -24,6 +24,7 @@ fn accepts(op: Opcode, ty: PrimitiveType) -> bool {
             float || complex
         }
         Real | Imag => float || complex,
+        Acos | Acosh | Asin | Asinh | Atan | Atanh | Cosh | Sinh => float || complex,
         Not | And | Or | Xor => int || ty.is_pred(),
         // On pred, add is logical or and multiply logical and (StableHLO's i1).
         Add | Multiply => int || float || complex || ty.is_pred(),
@@ -33,6 +34,7 @@ fn accepts(op: Opcode, ty: PrimitiveType) -> bool {
         Maximum | Minimum => int || float || complex || ty.is_pred(),
         Atan2 => float || complex,
         Complex => matches!(ty, PrimitiveType::F32 | PrimitiveType::F64),
+        // Convert, copy and compare take every element type.
         _ => true,
     }
 }
@@ -60,6 +62,8 @@ fn type_error(op: Opcode, shape: &ArrayShape) -> InferResult {
             "a float or complex"
         }
         Opcode::Real | Opcode::Imag | Opcode::Atan2 => "a float or complex",
+        Opcode::Acos | Opcode::Acosh | Opcode::Asin | Opcode::Asinh => "a float or complex",
+        Opcode::Atan | Opcode::Atanh | Opcode::Cosh | Opcode::Sinh => "a float or complex",
         _ => "a float",
     };
     err(

@@ -436,6 +436,30 @@ pub fn infer_instruction(
             sort(operands, dims[0], &comp)
         }
         TopK => topk(operands[0], *attr(op, "k", &a.k)?),
+        Scan => {
+            let body = called(op, "to_apply", c.to_apply, computations)?;
+            let dims = attr(op, "dimensions", &a.dimensions)?;
+            if dims.len() != 1 {
+                return err(
+                    op,
+                    format!("scans along exactly one dimension, got {dims:?}"),
+                );
+            }
+            let carries = *attr(op, "num_carries", &a.num_carries)?;
+            let Some(n_inputs) = usize::try_from(carries)
+                .ok()
+                .and_then(|c| operands.len().checked_sub(c))
+            else {
+                return err(
+                    op,
+                    format!(
+                        "num_carries={carries} does not fit {} operands",
+                        operands.len()
+                    ),
+                );
+            };
+            scan(&operands[..n_inputs], &operands[n_inputs..], dims[0], &body)
+        }
         Call => {
             let comp = called(op, "to_apply", c.to_apply, computations)?;
             call(operands, &comp)

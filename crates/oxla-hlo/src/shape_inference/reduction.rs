@@ -217,6 +217,80 @@ pub fn sort(operands: &[&Shape], dimension: i64, comparator: &ProgramShape) -> I
     ))
 }
 
+/// Shape of `scan` along `dimension`: the body takes one slice of each input
+/// (the dimension removed) and the carries, and returns the per-step outputs
+/// followed by the new carries; each output is stacked along `dimension`.
+pub fn scan(
+    inputs: &[&Shape],
+    carries: &[&Shape],
+    dimension: i64,
+    body: &ProgramShape,
+) -> InferResult {
+    let op = "scan";
+    let Some(first) = inputs.first() else {
+        return err(op, "needs at least one scanned input");
+    };
+    let f = expect_array(op, "input 0", first)?;
+    check_dims_in_range(op, "dimensions", &[dimension], f.rank())?;
+    let d = dimension as usize;
+    let steps = f.dim(d);
+    let mut params = Vec::with_capacity(inputs.len() + carries.len());
+    for (k, s) in inputs.iter().enumerate() {
+        let a = expect_array(op, &format!("input {k}"), s)?;
+        if a.rank() <= d || a.dim(d) != steps {
+            return err(
+                op,
+                format!(
+                    "input {k} ({a}) must have dimension {d} of size {steps}, like input 0 ({f})"
+                ),
+            );
+        }
+        let mut dims = a.dims().to_vec();
+        dims.remove(d);
+        params.push(make_array(op, a.element_type(), dims)?);
+    }
+    params.extend(carries.iter().map(|s| (*s).clone()));
+    let results: Vec<Shape> = match &body.result {
+        Shape::Tuple(t) => t.clone(),
+        other => vec![other.clone()],
+    };
+    if results.len() < carries.len() {
+        return err(
+            op,
+            format!(
+                "the body returns {} values but there are {} carries",
+                results.len(),
+                carries.len()
+            ),
+        );
+    }
+    let (ys, new_carries) = results.split_at(results.len() - carries.len());
+    let mut outs = Vec::with_capacity(results.len());
+    for (j, y) in ys.iter().enumerate() {
+        let a = expect_array(op, &format!("body output {j}"), y)?;
+        if a.rank() < d {
+            return err(
+                op,
+                format!("body output {j} ({a}) has no dimension {d} to stack along"),
+            );
+        }
+        let mut dims = a.dims().to_vec();
+        dims.insert(d, steps);
+        outs.push(make_array(op, a.element_type(), dims)?);
+    }
+    outs.extend(new_carries.iter().cloned());
+    check_signature(op, "body", body, &params, &body.result)?;
+    for (k, (c, n)) in carries.iter().zip(new_carries).enumerate() {
+        if !c.compatible(n) {
+            return err(
+                op,
+                format!("carry {k} enters as {c} but the body returns {n}"),
+            );
+        }
+    }
+    Ok(Shape::Tuple(outs))
+}
+
 /// Shape of `topk`: the `k` largest values along the last dimension and their s32 indices.
 pub fn topk(operand: &Shape, k: i64) -> InferResult {
     let op = "topk";

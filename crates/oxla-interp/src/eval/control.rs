@@ -3,13 +3,14 @@
 //! handled by the dispatcher). Loops may nest; the iteration limit of
 //! [`crate::EvalOptions`] applies to each execution of each `while`.
 
-use oxla_hlo::HloInstruction;
+use oxla_hlo::{ArrayLiteral, ArrayShape, HloInstruction, Shape};
 
 use super::attr;
+use super::movement::{concat_arrays, slice_along};
 use crate::element::Elem;
 use crate::error::{OpError, OpResult, fail};
 use crate::interpreter::Interpreter;
-use crate::value::Value;
+use crate::value::{Value, make_array};
 
 pub(crate) fn get_tuple_element(instr: &HloInstruction, operands: &[Value]) -> OpResult<Value> {
     let index = *attr(&instr.attrs.tuple_index, "index")?;
@@ -104,4 +105,91 @@ impl Interpreter<'_> {
         };
         self.call(branch, std::slice::from_ref(&operands[k + 1]))
     }
+}
+
+impl Interpreter<'_> {
+    /// `scan`: steps `t` over dimension `d` of the inputs (backwards when
+    /// reversed), calling the body on the step's slices and the carries; each
+    /// per-step output is stacked along `d` at its own position `t`, and the
+    /// final carries follow the outputs in the result tuple.
+    pub(crate) fn scan(&mut self, instr: &HloInstruction, operands: &[Value]) -> OpResult<Value> {
+        let Some(body) = instr.called.to_apply else {
+            return fail("needs a to_apply computation");
+        };
+        let d = match attr(&instr.attrs.dimensions, "dimensions")?.as_slice() {
+            [d] => usize::try_from(*d).map_err(|_| OpError::from(format!("bad dimension {d}")))?,
+            other => return fail(format!("scans along exactly one dimension, got {other:?}")),
+        };
+        let carries =
+            usize::try_from(*attr(&instr.attrs.num_carries, "num_carries")?).unwrap_or(usize::MAX);
+        let Some(n_inputs) = operands.len().checked_sub(carries) else {
+            return fail("more carries than operands");
+        };
+        let inputs: Vec<&ArrayLiteral> = operands[..n_inputs]
+            .iter()
+            .map(Value::as_array)
+            .collect::<OpResult<_>>()?;
+        let steps = match inputs.first() {
+            Some(a) if d < a.dims().len() => a.dims()[d] as usize,
+            _ => return fail("needs a scanned input with the scan dimension"),
+        };
+        let Shape::Tuple(out_shapes) = &instr.shape else {
+            return fail("the result of a scan is a tuple");
+        };
+        let n_outputs = out_shapes.len().saturating_sub(carries);
+        let mut carry: Vec<Value> = operands[n_inputs..].to_vec();
+        // Per-step outputs, each reshaped to have dimension d of size 1.
+        let mut stacked: Vec<Vec<Option<ArrayLiteral>>> = vec![vec![None; steps]; n_outputs];
+        let order: Vec<usize> = if instr.attrs.is_reverse == Some(true) {
+            (0..steps).rev().collect()
+        } else {
+            (0..steps).collect()
+        };
+        for t in order {
+            let mut args = Vec::with_capacity(n_inputs + carry.len());
+            for a in &inputs {
+                let slice = slice_along(a, d, t, 1)?;
+                let mut dims = slice.dims().to_vec();
+                dims.remove(d);
+                args.push(Value::array(reshaped(&slice, dims)?));
+            }
+            args.extend(carry.iter().cloned());
+            let result = self.call(body, &args)?;
+            let parts: Vec<Value> = match result {
+                Value::Tuple(t) => t.to_vec(),
+                single => vec![single],
+            };
+            if parts.len() != n_outputs + carry.len() {
+                return fail(format!(
+                    "the body returned {} values, expected {}",
+                    parts.len(),
+                    n_outputs + carry.len()
+                ));
+            }
+            let (ys, new_carry) = parts.split_at(n_outputs);
+            for (j, y) in ys.iter().enumerate() {
+                let y = y.as_array()?;
+                let mut dims = y.dims().to_vec();
+                dims.insert(d.min(dims.len()), 1);
+                stacked[j][t] = Some(reshaped(y, dims)?);
+            }
+            carry = new_carry.to_vec();
+        }
+        let mut outs = Vec::with_capacity(out_shapes.len());
+        for (j, per_step) in stacked.iter().enumerate() {
+            let Some(shape) = out_shapes[j].as_array() else {
+                return fail("scan outputs are arrays");
+            };
+            let parts: Vec<&ArrayLiteral> = per_step.iter().flatten().collect();
+            outs.push(Value::array(concat_arrays(&parts, d, shape)?));
+        }
+        outs.extend(carry);
+        Ok(Value::tuple(outs))
+    }
+}
+
+/// `a` with new dimensions of the same element count.
+fn reshaped(a: &ArrayLiteral, dims: Vec<i64>) -> OpResult<ArrayLiteral> {
+    let shape = ArrayShape::new(a.element_type(), dims)?;
+    make_array(&shape, a.data().clone())
 }

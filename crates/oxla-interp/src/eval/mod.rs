@@ -67,9 +67,8 @@ impl Interpreter<'_> {
 
             Abs | Cbrt | Ceil | Clz | Cos | Erf | Exp | Expm1 | Floor | Imag | IsFinite | Log
             | Log1p | Logistic | Negate | Not | PopCnt | Real | RoundNearestAfz
-            | RoundNearestEven | Rsqrt | Sign | Sin | Sqrt | Tan | Tanh => {
-                elementwise::unary(instr, operands)
-            }
+            | RoundNearestEven | Rsqrt | Sign | Sin | Sqrt | Tan | Tanh | Acos | Acosh | Asin
+            | Asinh | Atan | Atanh | Cosh | Sinh => elementwise::unary(instr, operands),
             ReducePrecision => elementwise::reduce_precision(instr, operands),
             Add | And | Atan2 | Complex | Divide | Maximum | Minimum | Multiply | MulHi | Or
             | Power | Remainder | ShiftLeft | ShiftRightArithmetic | ShiftRightLogical
@@ -108,6 +107,7 @@ impl Interpreter<'_> {
             ReduceWindow => self.reduce_window(instr, operands),
             SelectAndScatter => self.select_and_scatter(instr, operands),
             Sort => self.sort(instr, operands),
+            Scan => self.scan(instr, operands),
             TopK => sort::topk(instr, operands),
 
             Call => self.call_op(instr, operands),

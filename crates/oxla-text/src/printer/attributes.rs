@@ -167,6 +167,9 @@ fn slot_value(ctx: &Context<'_>, slot: Slot) -> Option<String> {
         ScatterIndexVectorDim => scatter.map(|s| s.index_vector_dim.to_string()),
         UniqueIndices => flag(a.unique_indices),
         IsStable => flag(a.is_stable),
+        NumCarries => a.num_carries.map(|n| n.to_string()),
+        IsReverse => flag(a.is_reverse),
+        IsAssociative => flag(a.is_associative),
         ChannelId => a.channel_id.map(|n| n.to_string()),
         ReplicaGroups => {
             let groups = a.replica_groups.as_deref().unwrap_or_default();
