@@ -210,3 +210,69 @@ ENTRY e {
 "#;
     assert_bits(&eval(text, &[lit("s32[]", "21")]), &lit("s32[]", "42"));
 }
+
+/// The body `y = -(10 x + carry)`, `carry' = 10 x + carry` is not commutative,
+/// so it pins down the argument order (inputs, then carries) and where the
+/// outputs of a reversed scan go (values checked on XLA:CPU).
+const SCAN: &str = r#"HloModule scan
+
+body {
+  x = s32[] parameter(0)
+  carry = s32[] parameter(1)
+  ten = s32[] constant(10)
+  tx = s32[] multiply(x, ten)
+  next = s32[] add(tx, carry)
+  y = s32[] negate(next)
+  ROOT r = (s32[], s32[]) tuple(y, next)
+}
+
+ENTRY e {
+  xs = s32[3] parameter(0)
+  init = s32[] parameter(1)
+  ROOT s = (s32[3], s32[]) scan(xs, init), dimensions={0}, num_carries=1, to_apply=body
+}
+"#;
+
+#[test]
+fn scan_forward_and_reversed() {
+    let args = [lit("s32[3]", "{1, 2, 3}"), lit("s32[]", "0")];
+    assert_bits(
+        &eval(SCAN, &args),
+        &lit("(s32[3], s32[])", "({-10, -30, -60}, 60)"),
+    );
+    let reversed = SCAN.replace("num_carries=1,", "num_carries=1, is_reverse=true,");
+    assert_bits(
+        &eval(&reversed, &args),
+        &lit("(s32[3], s32[])", "({-60, -50, -30}, 60)"),
+    );
+}
+
+#[test]
+fn scan_stacks_along_an_inner_dimension() {
+    let text = r#"HloModule scan2
+
+body {
+  x = f32[2] parameter(0)
+  c = f32[2] parameter(1)
+  s = f32[2] add(x, c)
+  ROOT r = (f32[2], f32[2]) tuple(s, s)
+}
+
+ENTRY e {
+  xs = f32[2,3] parameter(0)
+  c0 = f32[2] parameter(1)
+  ROOT s = (f32[2,3], f32[2]) scan(xs, c0), dimensions={1}, num_carries=1, to_apply=body
+}
+"#;
+    let args = [
+        lit("f32[2,3]", "{{1, 2, 3}, {4, 5, 6}}"),
+        lit("f32[2]", "{0, 100}"),
+    ];
+    assert_bits(
+        &eval(text, &args),
+        &lit(
+            "(f32[2,3], f32[2])",
+            "({{1, 3, 6}, {104, 109, 115}}, {6, 115})",
+        ),
+    );
+}
