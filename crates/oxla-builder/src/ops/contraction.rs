@@ -229,3 +229,61 @@ impl<'b> XlaOp<'b> {
 fn rank(s: &Shape) -> usize {
     s.as_array().map_or(0, |a| a.rank())
 }
+
+impl<'b> XlaOp<'b> {
+    /// A fast Fourier transform over the trailing `fft_length.len()` dimensions.
+    #[track_caller]
+    pub fn fft(self, fft_type: oxla_hlo::ir::FftType, fft_length: &[i64]) -> XlaOp<'b> {
+        let loc = Location::caller();
+        let b = self.builder();
+        let Some((ids, s)) = b.shapes("fft", &[self], loc) else {
+            return b.failed();
+        };
+        let mut extra = Extra::default();
+        extra.attrs.fft_type = Some(fft_type);
+        extra.attrs.fft_length = Some(fft_length.to_vec());
+        b.add(
+            Opcode::Fft,
+            infer::fft(&s[0], fft_type, fft_length),
+            ids,
+            extra,
+            loc,
+        )
+    }
+
+    /// Solves `op(a) x = b` (left side) or `x op(a) = b` for a triangular `a` (self).
+    #[track_caller]
+    pub fn triangular_solve(
+        self,
+        b_matrix: XlaOp<'b>,
+        options: oxla_hlo::ir::TriangularSolveOptions,
+    ) -> XlaOp<'b> {
+        let loc = Location::caller();
+        let b = self.builder();
+        let Some((ids, s)) = b.shapes("triangular-solve", &[self, b_matrix], loc) else {
+            return b.failed();
+        };
+        let mut extra = Extra::default();
+        extra.attrs.triangular_solve = Some(options);
+        b.add(
+            Opcode::TriangularSolve,
+            infer::triangular_solve(&s[0], &s[1], &options),
+            ids,
+            extra,
+            loc,
+        )
+    }
+
+    /// The Cholesky factor of a (batch of) positive-definite matrices.
+    #[track_caller]
+    pub fn cholesky(self, lower: bool) -> XlaOp<'b> {
+        let loc = Location::caller();
+        let b = self.builder();
+        let Some((ids, s)) = b.shapes("cholesky", &[self], loc) else {
+            return b.failed();
+        };
+        let mut extra = Extra::default();
+        extra.attrs.cholesky_lower = Some(lower);
+        b.add(Opcode::Cholesky, infer::cholesky(&s[0]), ids, extra, loc)
+    }
+}

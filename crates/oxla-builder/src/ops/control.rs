@@ -154,3 +154,57 @@ impl XlaBuilder {
         )
     }
 }
+
+impl<'b> XlaOp<'b> {
+    /// `opt-barrier`: the value itself, but a fence optimisations do not move code across.
+    #[track_caller]
+    pub fn optimization_barrier(self) -> XlaOp<'b> {
+        let loc = Location::caller();
+        let b = self.builder();
+        let Some((ids, s)) = b.shapes("opt-barrier", &[self], loc) else {
+            return b.failed();
+        };
+        b.add(
+            Opcode::OptimizationBarrier,
+            Ok(s[0].clone()),
+            ids,
+            Extra::default(),
+            loc,
+        )
+    }
+}
+
+impl XlaBuilder {
+    /// `scan` along `dimension`: `body(x_0.., carry_0..) -> (y_0.., carry_0..)`
+    /// runs once per position of the inputs (backwards when `reverse`); the
+    /// result is the outputs stacked along `dimension`, then the final carries.
+    #[track_caller]
+    pub fn scan<'b>(
+        &'b self,
+        inputs: &[XlaOp<'b>],
+        carries: &[XlaOp<'b>],
+        body: &XlaComputation,
+        dimension: i64,
+        reverse: bool,
+    ) -> XlaOp<'b> {
+        let loc = Location::caller();
+        let all: Vec<XlaOp<'b>> = inputs.iter().chain(carries).copied().collect();
+        let Some((ids, s)) = self.shapes("scan", &all, loc) else {
+            return self.failed();
+        };
+        let (comp, sig) = self.embed(body);
+        let refs: Vec<&Shape> = s.iter().collect();
+        let mut extra = Extra::default();
+        extra.attrs.dimensions = Some(vec![dimension]);
+        extra.attrs.num_carries = Some(carries.len() as i64);
+        extra.attrs.is_reverse = reverse.then_some(true);
+        extra.called.to_apply = Some(comp);
+        let shape = infer::scan(
+            &refs[..inputs.len()],
+            &refs[inputs.len()..],
+            dimension,
+            &sig,
+        );
+        self.add(Opcode::Scan, shape, ids, extra, loc)
+    }
+}

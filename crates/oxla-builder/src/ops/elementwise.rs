@@ -78,6 +78,14 @@ unary_ops! {
     clz => Clz;
     /// A copy of the value.
     copy => Copy;
+    acos => Acos;
+    acosh => Acosh;
+    asin => Asin;
+    asinh => Asinh;
+    atan => Atan;
+    atanh => Atanh;
+    cosh => Cosh;
+    sinh => Sinh;
 }
 
 macro_rules! binary_ops {
@@ -133,6 +141,8 @@ binary_ops! {
     shift_right_logical, shift_right_logical_with_dims => ShiftRightLogical;
     /// A complex number from real and imaginary parts.
     complex, complex_with_dims => Complex;
+    /// The high half of the double-width integer product.
+    mulhi, mulhi_with_dims => MulHi;
 }
 
 macro_rules! compare_ops {

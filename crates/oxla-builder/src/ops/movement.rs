@@ -446,6 +446,36 @@ impl<'b> XlaOp<'b> {
     }
 }
 
+impl XlaBuilder {
+    /// Variadic scatter: N inputs updated together at the same indices, the
+    /// update computation combining N current values with N updates.
+    #[track_caller]
+    pub fn scatter_variadic<'b>(
+        &'b self,
+        inputs: &[XlaOp<'b>],
+        scatter_indices: XlaOp<'b>,
+        updates: &[XlaOp<'b>],
+        update_computation: &XlaComputation,
+        dimension_numbers: &ScatterDimensionNumbers,
+    ) -> XlaOp<'b> {
+        let loc = Location::caller();
+        let mut all: Vec<XlaOp<'b>> = inputs.to_vec();
+        all.push(scatter_indices);
+        all.extend_from_slice(updates);
+        let Some((ids, s)) = self.shapes("scatter", &all, loc) else {
+            return self.failed();
+        };
+        let (comp, sig) = self.embed(update_computation);
+        let refs: Vec<&Shape> = s.iter().collect();
+        let n = inputs.len();
+        let mut extra = Extra::default();
+        extra.attrs.scatter_dnums = Some(dimension_numbers.clone());
+        extra.called.to_apply = Some(comp);
+        let shape = infer::scatter(&refs[..n], refs[n], &refs[n + 1..], dimension_numbers, &sig);
+        self.add(Opcode::Scatter, shape, ids, extra, loc)
+    }
+}
+
 /// Splits a rank-1 start-index array into one scalar per dimension of `operand`.
 fn scalar_starts<'b>(
     b: &'b XlaBuilder,

@@ -357,3 +357,40 @@ impl XlaBuilder {
         )
     }
 }
+
+impl XlaBuilder {
+    /// Variadic reduce-window: N inputs reduced window by window together.
+    #[track_caller]
+    pub fn reduce_window_variadic<'b>(
+        &'b self,
+        inputs: &[XlaOp<'b>],
+        init_values: &[XlaOp<'b>],
+        computation: &XlaComputation,
+        window: &Window,
+    ) -> XlaOp<'b> {
+        self.reduce_window_impl(
+            inputs,
+            init_values,
+            computation,
+            window.clone(),
+            Location::caller(),
+        )
+    }
+}
+
+impl<'b> XlaOp<'b> {
+    /// The `k` largest elements along the last dimension and their s32
+    /// indices, as a `(values, indices)` tuple (ties keep the lower index).
+    #[track_caller]
+    pub fn top_k(self, k: i64) -> XlaOp<'b> {
+        let loc = Location::caller();
+        let b = self.builder();
+        let Some((ids, s)) = b.shapes("topk", &[self], loc) else {
+            return b.failed();
+        };
+        let mut extra = Extra::default();
+        extra.attrs.k = Some(k);
+        extra.attrs.largest = Some(true);
+        b.add(Opcode::TopK, infer::topk(&s[0], k), ids, extra, loc)
+    }
+}
