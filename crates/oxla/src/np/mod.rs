@@ -7,10 +7,14 @@
 //! explicit XLA operations, so the computation the builder records is as
 //! strict as if it had been written by hand.
 
+mod array;
 mod broadcast;
 mod ops;
+mod print;
 mod promote;
 
+pub use array::{Array, ArrayOperand, IntoArrayOperand, Ix, NpError, where_array};
 pub use broadcast::{BroadcastError, broadcast_pair, broadcast_shapes};
 pub use ops::*;
+pub use print::{numpy_dtype, numpy_repr, numpy_str};
 pub use promote::{PromotionError, WeakScalar, result_type, weak_result_type};

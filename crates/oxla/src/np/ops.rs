@@ -29,6 +29,12 @@ pub trait IntoOperand<'b> {
     fn into_operand(self) -> Operand<'b>;
 }
 
+impl<'b> IntoOperand<'b> for Operand<'b> {
+    fn into_operand(self) -> Operand<'b> {
+        self
+    }
+}
+
 impl<'b> IntoOperand<'b> for Tensor<'b> {
     fn into_operand(self) -> Operand<'b> {
         Operand::Tensor(self)
@@ -333,32 +339,44 @@ fn expect_bool<'b>(op: &str, t: Tensor<'b>) -> Result<(), Tensor<'b>> {
 
 #[track_caller]
 fn logical<'b>(
+    builder: &'b XlaBuilder,
     op: &str,
-    a: Tensor<'b>,
+    a: Operand<'b>,
     b: Operand<'b>,
     f: fn(XlaOp<'b>, XlaOp<'b>) -> XlaOp<'b>,
 ) -> Tensor<'b> {
-    if let Err(e) = expect_bool(op, a) {
-        return e;
+    for side in [a, b] {
+        if let Operand::Tensor(t) = side
+            && let Err(e) = expect_bool(op, t)
+        {
+            return e;
+        }
     }
-    if let Operand::Tensor(t) = b
-        && let Err(e) = expect_bool(op, t)
-    {
-        return e;
-    }
-    apply(a.builder(), op, Operand::Tensor(a), b, f)
+    apply(builder, op, a, b, f)
 }
 
 /// Logical and of bool arrays.
 #[track_caller]
 pub fn logical_and<'b>(a: Tensor<'b>, b: impl IntoOperand<'b>) -> Tensor<'b> {
-    logical("logical_and", a, b.into_operand(), |x, y| x.and(y))
+    logical(
+        a.builder(),
+        "logical_and",
+        Operand::Tensor(a),
+        b.into_operand(),
+        |x, y| x.and(y),
+    )
 }
 
 /// Logical or of bool arrays.
 #[track_caller]
 pub fn logical_or<'b>(a: Tensor<'b>, b: impl IntoOperand<'b>) -> Tensor<'b> {
-    logical("logical_or", a, b.into_operand(), |x, y| x.or(y))
+    logical(
+        a.builder(),
+        "logical_or",
+        Operand::Tensor(a),
+        b.into_operand(),
+        |x, y| x.or(y),
+    )
 }
 
 /// Logical not of a bool array.
@@ -498,5 +516,80 @@ impl<'b> ops::Not for Tensor<'b> {
     #[track_caller]
     fn not(self) -> Tensor<'b> {
         logical_not(self)
+    }
+}
+
+/// The binary operations of the front end, for callers that pick one at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+    Remainder,
+    Pow,
+    Maximum,
+    Minimum,
+    Equal,
+    NotEqual,
+    Less,
+    LessEqual,
+    Greater,
+    GreaterEqual,
+    LogicalAnd,
+    LogicalOr,
+}
+
+impl BinaryOp {
+    /// The operation's NumPy name.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Subtract => "subtract",
+            BinaryOp::Multiply => "multiply",
+            BinaryOp::Divide => "divide",
+            BinaryOp::Remainder => "remainder",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+            BinaryOp::Equal => "equal",
+            BinaryOp::NotEqual => "not_equal",
+            BinaryOp::Less => "less",
+            BinaryOp::LessEqual => "less_equal",
+            BinaryOp::Greater => "greater",
+            BinaryOp::GreaterEqual => "greater_equal",
+            BinaryOp::LogicalAnd => "logical_and",
+            BinaryOp::LogicalOr => "logical_or",
+        }
+    }
+}
+
+/// `op(a, b)` where either side (not both) may be a Rust scalar.
+#[track_caller]
+pub fn binary<'b>(
+    builder: &'b XlaBuilder,
+    op: BinaryOp,
+    a: Operand<'b>,
+    b: Operand<'b>,
+) -> Tensor<'b> {
+    use BinaryOp::*;
+    let name = op.name();
+    match op {
+        Divide => divide_operands(builder, a, b),
+        Remainder => remainder_operands(builder, a, b),
+        LogicalAnd => logical(builder, name, a, b, |x, y| x.and(y)),
+        LogicalOr => logical(builder, name, a, b, |x, y| x.or(y)),
+        Add => apply(builder, name, a, b, |x, y| x.add(y)),
+        Subtract => apply(builder, name, a, b, |x, y| x.sub(y)),
+        Multiply => apply(builder, name, a, b, |x, y| x.mul(y)),
+        Pow => apply(builder, name, a, b, |x, y| x.pow(y)),
+        Maximum => apply(builder, name, a, b, |x, y| x.max(y)),
+        Minimum => apply(builder, name, a, b, |x, y| x.min(y)),
+        Equal => apply(builder, name, a, b, |x, y| x.eq(y)),
+        NotEqual => apply(builder, name, a, b, |x, y| x.ne(y)),
+        Less => apply(builder, name, a, b, |x, y| x.lt(y)),
+        LessEqual => apply(builder, name, a, b, |x, y| x.le(y)),
+        Greater => apply(builder, name, a, b, |x, y| x.gt(y)),
+        GreaterEqual => apply(builder, name, a, b, |x, y| x.ge(y)),
     }
 }
