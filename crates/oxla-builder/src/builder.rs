@@ -166,7 +166,12 @@ impl XlaBuilder {
         loc: &'static Location<'static>,
     ) -> XlaOp<'_> {
         match shape {
-            Ok(shape) => self.push(opcode, shape, operands, extra, None),
+            // Declared shapes (custom calls, infeed, rng) come from callers
+            // and may have been made unchecked.
+            Ok(shape) => match shape.validate() {
+                Ok(()) => self.push(opcode, shape, operands, extra, None),
+                Err(e) => self.record_error(BuildError::new(opcode.name(), e.to_string(), loc)),
+            },
             Err(e) => self.record_error(BuildError::from_infer(e, loc)),
         }
     }
@@ -231,6 +236,9 @@ impl XlaBuilder {
     #[track_caller]
     pub fn parameter(&self, number: usize, shape: &Shape, name: &str) -> XlaOp<'_> {
         let loc = Location::caller();
+        if let Err(e) = shape.validate() {
+            return self.record_error(BuildError::new("parameter", e.to_string(), loc));
+        }
         {
             let mut state = self.state.borrow_mut();
             if state.parameter_numbers.contains(&number) {

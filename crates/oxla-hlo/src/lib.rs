@@ -12,7 +12,9 @@ pub mod verifier;
 pub use element_type::PrimitiveType;
 pub use ir::{ComputationId, HloComputation, HloInstruction, HloModule, InstrId, Opcode};
 pub use literal::{ArrayData, ArrayLiteral, Literal, LiteralError, NativeType, Scalar};
-pub use shape::{ArrayShape, Layout, ProgramShape, Shape, ShapeError};
+pub use shape::{
+    ArrayShape, Layout, MAX_SHAPE_PARTS, MAX_TUPLE_DEPTH, ProgramShape, Shape, ShapeError,
+};
 
 // Re-exported for the element-type macros and for users naming element types.
 pub use half;

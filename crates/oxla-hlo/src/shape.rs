@@ -6,6 +6,18 @@ use std::fmt;
 
 use crate::element_type::PrimitiveType;
 
+/// How deeply tuple shapes may nest. Deeper shapes are unusable in practice,
+/// would not read back from HLO text (the parser bounds all nesting at 256
+/// levels) and make every walk over a shape recursion-bound; the verifier
+/// and the builder reject them.
+pub const MAX_TUPLE_DEPTH: usize = 64;
+
+/// The most parts (arrays, tokens and tuples, all levels together) one shape
+/// may have. A tuple may repeat an operand, so a few nested `tuple`s can
+/// describe exponentially many parts (and every copy of the shape costs as
+/// much); the verifier and the builder reject shapes past this bound.
+pub const MAX_SHAPE_PARTS: usize = 1 << 16;
+
 /// Physical order of an array's dimensions, minor (fastest varying) first, as
 /// XLA writes it in `f32[2,3]{1,0}`. oxla keeps layouts as metadata only: host
 /// data is always stored row-major (the default layout `{rank-1, ..., 0}`).
@@ -67,6 +79,10 @@ pub enum ShapeError {
         layout: Vec<i64>,
         rank: usize,
     },
+    #[error("tuple shapes nest more than {MAX_TUPLE_DEPTH} levels deep")]
+    TooDeep,
+    #[error("the shape has more than {MAX_SHAPE_PARTS} parts (arrays, tokens and tuples)")]
+    TooManyParts,
 }
 
 impl ArrayShape {
@@ -103,7 +119,11 @@ impl ArrayShape {
         }
     }
 
-    fn validate(&self) -> Result<(), ShapeError> {
+    /// Checks what [`ArrayShape::new`] and [`ArrayShape::with_layout`]
+    /// check: dimensions non-negative, element count and byte size within
+    /// `usize`, layout a permutation of the dimensions. Shapes made with
+    /// [`ArrayShape::new_unchecked`] from untrusted numbers may fail it.
+    pub fn validate(&self) -> Result<(), ShapeError> {
         if let Some(i) = self.dims.iter().position(|&d| d < 0) {
             return Err(ShapeError::NegativeDimension {
                 shape_text: self.to_string(),
@@ -185,7 +205,12 @@ impl ArrayShape {
     }
 
     /// Number of elements; an error if the product of the dimensions overflows.
+    /// A zero dimension makes it 0 whatever the others are, so that
+    /// `f32[0,2^40,2^40]` and its transpose `f32[2^40,2^40,0]` are equally valid.
     pub fn element_count(&self) -> Result<usize, ShapeError> {
+        if self.dims.contains(&0) && self.dims.iter().all(|&d| d >= 0) {
+            return Ok(0);
+        }
         self.dims
             .iter()
             .try_fold(1usize, |acc, &d| {
@@ -212,11 +237,13 @@ impl ArrayShape {
         self.dims == other.dims
     }
 
-    /// Row-major strides in elements.
+    /// Row-major strides in elements. They fit in `usize` for arrays with
+    /// elements; for an empty array (`f32[0,2^40,2^40]`) they saturate,
+    /// which is harmless since nothing is indexed.
     pub fn strides(&self) -> Vec<usize> {
         let mut strides = vec![1usize; self.rank()];
         for i in (0..self.rank().saturating_sub(1)).rev() {
-            strides[i] = strides[i + 1] * self.dims[i + 1] as usize;
+            strides[i] = strides[i + 1].saturating_mul(self.dims[i + 1].max(0) as usize);
         }
         strides
     }
@@ -347,6 +374,31 @@ impl Shape {
         }
     }
 
+    /// Checks every array of the shape (see [`ArrayShape::validate`]) and
+    /// that tuples nest at most [`MAX_TUPLE_DEPTH`] levels, and that the
+    /// shape has at most [`MAX_SHAPE_PARTS`] parts. Never recurses deeper
+    /// than the first bound nor visits more than the second, whatever the
+    /// shape.
+    pub fn validate(&self) -> Result<(), ShapeError> {
+        self.validate_below(0, &mut 0)
+    }
+
+    /// `depth` tuples enclose this shape; `parts` have been visited.
+    fn validate_below(&self, depth: usize, parts: &mut usize) -> Result<(), ShapeError> {
+        if *parts >= MAX_SHAPE_PARTS {
+            return Err(ShapeError::TooManyParts);
+        }
+        *parts += 1;
+        match self {
+            Shape::Tuple(_) if depth >= MAX_TUPLE_DEPTH => Err(ShapeError::TooDeep),
+            Shape::Tuple(elements) => elements
+                .iter()
+                .try_for_each(|s| s.validate_below(depth + 1, parts)),
+            Shape::Array(a) => a.validate(),
+            Shape::Token => Ok(()),
+        }
+    }
+
     /// Nesting depth: 0 for arrays and tokens, 1 + the deepest element for tuples.
     pub fn tuple_depth(&self) -> usize {
         match self {
@@ -439,6 +491,8 @@ mod tests {
         assert!(matches!(big, Err(ShapeError::ElementCountOverflow(_))));
         let bytes = Shape::array(C128, [1i64 << 40, 1 << 20]);
         assert!(matches!(bytes, Err(ShapeError::ByteSizeOverflow(_))));
+        let empty = Shape::array(F32, [1 << 40, 1 << 40, 0]).unwrap();
+        assert_eq!(empty.byte_size(), Ok(0));
         let neg = Shape::array(F32, [2, -1]);
         assert_eq!(
             neg.unwrap_err().to_string(),
@@ -447,6 +501,35 @@ mod tests {
         let a = ArrayShape::new(U8, [2, 3, 4]).unwrap();
         assert_eq!(a.element_count(), Ok(24));
         assert_eq!(a.strides(), vec![12, 4, 1]);
+    }
+
+    #[test]
+    fn validation_bounds_tuple_depth_and_catches_unchecked_dims() {
+        let mut deep = Shape::scalar(F32);
+        for _ in 0..MAX_TUPLE_DEPTH {
+            deep = Shape::tuple(vec![Shape::Token, deep]);
+        }
+        assert_eq!(deep.tuple_depth(), MAX_TUPLE_DEPTH);
+        assert_eq!(deep.validate(), Ok(()));
+        assert_eq!(
+            Shape::tuple(vec![deep]).validate(),
+            Err(ShapeError::TooDeep)
+        );
+        // Shapes are trees: nine levels of a tuple repeating its operand four
+        // times have over 4^9 parts.
+        let mut wide = Shape::scalar(F32);
+        for _ in 0..9 {
+            wide = Shape::tuple(vec![wide.clone(), wide.clone(), wide.clone(), wide]);
+        }
+        assert_eq!(wide.validate(), Err(ShapeError::TooManyParts));
+        let bad = Shape::tuple(vec![Shape::Array(ArrayShape::new_unchecked(
+            F32,
+            [i64::MAX, 4],
+        ))]);
+        assert!(matches!(
+            bad.validate(),
+            Err(ShapeError::ElementCountOverflow(_))
+        ));
     }
 
     #[test]

@@ -129,6 +129,11 @@ pub fn verify(module: &HloModule) -> Result<(), VerifyErrors> {
                 errors.push(here(Some(name), what));
                 continue;
             }
+            // Shapes can be made unchecked (and come from other programs).
+            if let Err(e) = instr.shape.validate() {
+                errors.push(here(Some(name), format!("has an invalid shape: {e}")));
+                continue;
+            }
             let operand_shapes: Vec<_> = instr
                 .operands
                 .iter()
@@ -218,6 +223,37 @@ mod tests {
             ComputationId::new(0),
         );
         assert_eq!(verify(&module), Ok(()));
+    }
+
+    /// Found by the `builder_calls` fuzz target: a parameter declared with
+    /// an unchecked negative dimension verified, then printed as text that
+    /// does not parse.
+    #[test]
+    fn rejects_invalid_declared_shapes() {
+        use crate::ArrayShape;
+        let bad = Shape::Array(ArrayShape::new_unchecked(PrimitiveType::Pred, [-1, 0, 0]));
+        let mut deep = Shape::scalar(PrimitiveType::F32);
+        for _ in 0..=crate::MAX_TUPLE_DEPTH {
+            deep = Shape::tuple(vec![deep]);
+        }
+        for (shape, message) in [
+            (bad, "dimension 0 of pred[-1,0,0] is negative (-1)"),
+            (deep, "tuple shapes nest more than 64 levels deep"),
+        ] {
+            let module = HloModule::new(
+                "m",
+                vec![HloComputation::new(
+                    "main",
+                    vec![param("p", 0, shape)],
+                    InstrId::new(0),
+                )],
+                ComputationId::new(0),
+            );
+            assert_eq!(
+                verify(&module).unwrap_err().to_string(),
+                format!("in main, instruction p: has an invalid shape: {message}")
+            );
+        }
     }
 
     #[test]

@@ -74,6 +74,34 @@ pub enum EvalError {
         limit: u64,
     },
 
+    /// An instruction's result would hold an array larger than
+    /// [`crate::EvalOptions::max_array_bytes`]; nothing was allocated.
+    #[error(
+        "in computation `{computation}`, instruction `{instruction}` ({opcode}): the result array {shape} needs {bytes} bytes, more than the memory limit of {limit} bytes"
+    )]
+    MemoryLimit {
+        computation: String,
+        instruction: String,
+        opcode: Opcode,
+        /// The result array (a leaf of the result, for tuples) over the limit.
+        shape: String,
+        /// Its size in bytes (`u64::MAX` if that does not fit in 64 bits).
+        bytes: u64,
+        limit: u64,
+    },
+
+    /// Computations called computations more than [`crate::MAX_CALL_DEPTH`]
+    /// levels deep.
+    #[error(
+        "in computation `{computation}`, instruction `{instruction}` ({opcode}): calls nest more than {limit} levels deep"
+    )]
+    CallDepth {
+        computation: String,
+        instruction: String,
+        opcode: Opcode,
+        limit: usize,
+    },
+
     /// A runtime service (infeed, outfeed, custom-call, collectives) reported an error.
     #[error(
         "in computation `{computation}`, instruction `{instruction}` ({opcode}): {service}: {message}"
@@ -109,6 +137,14 @@ pub(crate) enum OpError {
     Located(Box<EvalError>),
     /// The while-loop iteration limit was exceeded.
     WhileLimit(u64),
+    /// A result array of `shape` and `bytes` is over the memory `limit`.
+    MemoryLimit {
+        shape: String,
+        bytes: u64,
+        limit: u64,
+    },
+    /// Calls nest deeper than this limit.
+    CallDepth(usize),
 }
 
 pub(crate) type OpResult<T> = Result<T, OpError>;
@@ -164,6 +200,24 @@ impl OpError {
             OpError::WhileLimit(limit) => EvalError::WhileIterationLimit {
                 computation: computation.to_string(),
                 instruction: instruction.to_string(),
+                limit,
+            },
+            OpError::MemoryLimit {
+                shape,
+                bytes,
+                limit,
+            } => EvalError::MemoryLimit {
+                computation: computation.to_string(),
+                instruction: instruction.to_string(),
+                opcode,
+                shape,
+                bytes,
+                limit,
+            },
+            OpError::CallDepth(limit) => EvalError::CallDepth {
+                computation: computation.to_string(),
+                instruction: instruction.to_string(),
+                opcode,
                 limit,
             },
         }

@@ -3,12 +3,25 @@
 //! index.
 
 /// Row-major strides (in elements) of an array with dimensions `dims`.
+/// They fit for arrays with elements; for an empty array with huge
+/// dimensions (`f32[0,2^40,2^40]`) they saturate, and nothing is indexed.
 pub(crate) fn strides(dims: &[usize]) -> Vec<usize> {
     let mut s = vec![1usize; dims.len()];
     for i in (0..dims.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * dims[i + 1];
+        s[i] = s[i + 1].saturating_mul(dims[i + 1]);
     }
     s
+}
+
+/// The number of elements of an array with dimensions `dims`: 0 if any is 0
+/// (the others may then be huge), otherwise their product, which fits
+/// since shapes are checked.
+pub(crate) fn element_count(dims: &[usize]) -> usize {
+    if dims.contains(&0) {
+        0
+    } else {
+        dims.iter().product()
+    }
 }
 
 /// Dimension sizes as `usize` (shapes never hold negative sizes).

@@ -2,17 +2,20 @@
 //! (operands come first), skipping those that neither reach the root nor have
 //! side effects, and releases each value after its last use. Also the
 //! machinery ops use to call computations: on whole values
-//! ([`Interpreter::call`]) or element by element ([`ScalarFn`]).
+//! ([`Interpreter::call`]) or element by element ([`ScalarFn`]). The two
+//! resource guards that need no op knowledge live here too: every result is
+//! checked against the memory limit before its instruction runs, and calls
+//! may nest only [`MAX_CALL_DEPTH`] deep.
 
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use oxla_hlo::{ComputationId, HloComputation, HloModule, InstrId, Opcode};
+use oxla_hlo::{ComputationId, HloComputation, HloModule, InstrId, Opcode, Shape};
 
 use crate::element::Elem;
 use crate::error::{EvalError, OpError, OpResult};
 use crate::eval::rng::RngState;
-use crate::options::EvalOptions;
+use crate::options::{EvalOptions, MAX_CALL_DEPTH};
 use crate::scalar_program::ScalarProgram;
 use crate::services::Services;
 use crate::value::Value;
@@ -37,6 +40,8 @@ pub(crate) struct Interpreter<'a> {
     pub(crate) rng: RngState,
     /// How many times each collective instruction has run, keyed by (computation, instruction).
     collective_counts: HashMap<(ComputationId, InstrId), u64>,
+    /// How many calls deep the computation being evaluated is (0 for the entry).
+    depth: usize,
 }
 
 /// The instruction being evaluated, for error messages and collective keys.
@@ -63,6 +68,7 @@ impl<'a> Interpreter<'a> {
             programs: vec![None; n],
             rng: RngState::new(options.seed),
             collective_counts: HashMap::new(),
+            depth: 0,
         }
     }
 
@@ -158,9 +164,11 @@ impl<'a> Interpreter<'a> {
             OpError::Message(message) | OpError::Service(_, message) => {
                 EvalError::InvalidModule { message }
             }
-            OpError::WhileLimit(limit) => EvalError::InvalidModule {
-                message: format!("iteration limit {limit}"),
-            },
+            OpError::WhileLimit(_) | OpError::MemoryLimit { .. } | OpError::CallDepth(_) => {
+                EvalError::InvalidModule {
+                    message: format!("computation `{}` cannot be planned", comp.name),
+                }
+            }
         })?;
         if args.len() != comp.num_parameters() {
             return Err(EvalError::InvalidModule {
@@ -195,6 +203,10 @@ impl<'a> Interpreter<'a> {
             let value = if let Some(c) = plan.constants.get(&iid) {
                 c.clone()
             } else {
+                if instr.opcode != Opcode::Parameter {
+                    check_size(&instr.shape, self.options.max_array_bytes)
+                        .map_err(|e| e.locate(&comp.name, &instr.name, instr.opcode))?;
+                }
                 let site = Site {
                     computation_id: id,
                     computation: comp,
@@ -222,8 +234,16 @@ impl<'a> Interpreter<'a> {
     }
 
     /// Calls computation `id` on whole values (call, while, conditional, ...).
+    /// Fails with [`OpError::CallDepth`] past [`MAX_CALL_DEPTH`] levels, so
+    /// that a deep chain of calls cannot exhaust the stack.
     pub(crate) fn call(&mut self, id: ComputationId, args: &[Value]) -> OpResult<Value> {
-        self.eval_computation(id, args).map_err(OpError::from)
+        if self.depth >= MAX_CALL_DEPTH {
+            return Err(OpError::CallDepth(MAX_CALL_DEPTH));
+        }
+        self.depth += 1;
+        let result = self.eval_computation(id, args);
+        self.depth -= 1;
+        result.map_err(OpError::from)
     }
 
     /// Prepares computation `id` for application to scalars, element by
@@ -303,6 +323,25 @@ impl<'a> Interpreter<'a> {
             }
         }
         Ok(())
+    }
+}
+
+/// An error unless every array of `shape` fits in `limit` bytes.
+fn check_size(shape: &Shape, limit: u64) -> OpResult<()> {
+    match shape {
+        Shape::Array(a) => {
+            let bytes = a.byte_size().map_or(u64::MAX, |b| b as u64);
+            if bytes > limit {
+                return Err(OpError::MemoryLimit {
+                    shape: a.to_string(),
+                    bytes,
+                    limit,
+                });
+            }
+            Ok(())
+        }
+        Shape::Tuple(elements) => elements.iter().try_for_each(|s| check_size(s, limit)),
+        Shape::Token => Ok(()),
     }
 }
 

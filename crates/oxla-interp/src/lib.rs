@@ -40,6 +40,7 @@
 //! custom calls, collectives, `rng`) therefore happen in stored order.
 
 mod element;
+mod elementwise;
 mod error;
 mod eval;
 mod float_env;
@@ -49,11 +50,17 @@ mod math;
 mod options;
 mod scalar_program;
 mod services;
+mod session;
 mod value;
 
+pub use elementwise::ElementwiseFunction;
 pub use error::{EvalError, ServiceError, ServiceKind};
-pub use options::EvalOptions;
+/// The interpreter's error function in f64, for backends that must agree
+/// with it bit for bit.
+pub use math::erf;
+pub use options::{DEFAULT_MAX_ARRAY_BYTES, EvalOptions, MAX_CALL_DEPTH};
 pub use services::{CollectiveKey, NoServices, Services};
+pub use session::Session;
 
 use oxla_hlo::{HloModule, Literal};
 

@@ -9,7 +9,7 @@ use num_complex::Complex64;
 /// For |x| < 3 it sums `erf(x) = 2/sqrt(pi) * exp(-x^2) * sum_n (2x^2)^n x / (2n+1)!!`,
 /// whose terms are all positive (no cancellation); beyond, `1 - erfc(x)` with
 /// erfc from its continued fraction, which converges quickly there.
-pub(crate) fn erf(x: f64) -> f64 {
+pub fn erf(x: f64) -> f64 {
     if x.is_nan() {
         return x;
     }

@@ -12,7 +12,9 @@
 //! * of a layout only `minor_to_major` is kept (tiles and memory spaces
 //!   describe device memory, which oxla does not model);
 //! * constants are always printed in full (XLA elides large ones as
-//!   `{...}`, which cannot be read back);
+//!   `{...}`, which cannot be read back), except that an array with no
+//!   elements whose nested form would have more than 1024 empty rows
+//!   (`f32[1099511627776,0]`) is `{}`, which reads back as any empty array;
 //! * attributes with no effect on execution (`metadata`, `sharding`,
 //!   `frontend_attributes`, ...) are kept as text and printed back verbatim.
 

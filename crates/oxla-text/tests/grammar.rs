@@ -901,3 +901,46 @@ fn deepest_nesting_fits_a_default_thread_stack() {
         .unwrap();
     handle.join().unwrap();
 }
+
+/// Found by `round_trip_properties`: a rank-0 pad printed as `padding=`
+/// (XLA's printing of an empty configuration) did not parse back.
+#[test]
+fn a_rank_0_pad_prints_an_empty_padding_that_reads_back() {
+    let (m, printed) = round_trip(&entry(
+        "  p = f32[] parameter(0)\n  q = f32[] pad(p, p), padding=\n  ROOT r = f32[] pad(q, p), padding=, metadata={op_name=\"x\"}",
+    ));
+    assert_eq!(line(&printed, "q"), "%q = f32[] pad(%p, %p), padding=");
+    assert_eq!(instr(&m, "r").attrs.padding.as_deref(), Some(&[][..]));
+    // Anything else after `padding=` is still an error.
+    let bad = entry(
+        "  p = f32[2] parameter(0)\n  z = f32[] constant(0)\n  ROOT q = f32[2] pad(p, z), padding=foo",
+    );
+    assert_eq!(
+        parse_module(&bad).unwrap_err().to_string(),
+        "6:38: expected padding such as 0_0x1_1_0, found identifier \"foo\""
+    );
+}
+
+/// Found by the `builder_calls` fuzz target: a constant with no elements
+/// but a 2^40-long leading dimension printed as 2^40 empty rows (the
+/// printer ran out of memory). Large empty arrays print as `{}`, which
+/// reads back as any array with no elements; small ones keep XLA's form.
+#[test]
+fn huge_empty_constants_print_compactly() {
+    let (m, printed) = round_trip(&entry(
+        "  a = f32[1099511627776,0] constant({})\n  b = f32[2,0] constant({})\n  ROOT t = (f32[1099511627776,0], f32[2,0]) tuple(a, b)",
+    ));
+    assert_eq!(
+        line(&printed, "a"),
+        "%a = f32[1099511627776,0]{1,0} constant({})"
+    );
+    assert_eq!(
+        line(&printed, "b"),
+        "%b = f32[2,0]{1,0} constant({ {}, {} })"
+    );
+    let a = instr(&m, "a").attrs.literal.as_ref().unwrap();
+    assert_eq!(a.to_string(), "f32[1099511627776,0] {}");
+    // At the threshold the nested form is kept.
+    let (_, printed) = round_trip(&entry("  ROOT c = pred[1024,0] constant({})"));
+    assert!(line(&printed, "c").starts_with("%c = pred[1024,0]{1,0} constant({ {}, {}, "));
+}

@@ -10,6 +10,25 @@ use half::{bf16, f16};
 use super::native::Scalar;
 use crate::element_type::PrimitiveType;
 
+/// The most empty rows an array with no elements is printed with in full.
+pub const MAX_EMPTY_ROWS: u64 = 1024;
+
+/// Whether an array of `dims` with no elements is written as just `{}`
+/// rather than in XLA's nested form (`f32[2,0]` is `{ {}, {} }`). The
+/// nested form has a row for every index before the first zero dimension,
+/// so a value of no size, such as `f32[1099511627776,0]`, would take
+/// terabytes of text; past [`MAX_EMPTY_ROWS`] rows oxla writes `{}`, which
+/// its parser accepts for any array with no elements.
+pub fn empty_array_is_compact(dims: &[i64]) -> bool {
+    let Some(first_zero) = dims.iter().position(|&d| d == 0) else {
+        return false;
+    };
+    let rows = dims[..first_zero]
+        .iter()
+        .try_fold(1u64, |n, &d| n.checked_mul(d.max(0) as u64));
+    rows.is_none_or(|r| r > MAX_EMPTY_ROWS)
+}
+
 /// C's `%.{precision}g` for a finite `x`.
 pub fn format_g(x: f64, precision: usize) -> String {
     let precision = precision.max(1);

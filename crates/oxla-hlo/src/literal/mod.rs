@@ -9,7 +9,7 @@ mod nested;
 
 use std::fmt;
 
-pub use format::{format_float, format_g, format_scalar};
+pub use format::{MAX_EMPTY_ROWS, empty_array_is_compact, format_float, format_g, format_scalar};
 pub use native::{ArrayData, NativeType, Scalar, round_f64_to_float_format};
 pub use nested::NestedArray;
 
@@ -456,6 +456,10 @@ fn write_array_values(out: &mut String, a: &ArrayLiteral) {
         format_scalar(out, a.data.scalar(0), ty);
         return;
     }
+    if empty_array_is_compact(a.dims()) {
+        out.push_str("{}");
+        return;
+    }
     // Recursive descent over dimensions, writing one brace level per dimension.
     fn go(
         out: &mut String,
@@ -466,7 +470,10 @@ fn write_array_values(out: &mut String, a: &ArrayLiteral) {
         ty: PrimitiveType,
     ) {
         out.push('{');
-        let stride: usize = dims[depth + 1..].iter().product();
+        // Saturates only for an empty array, whose elements are never read.
+        let stride = dims[depth + 1..]
+            .iter()
+            .fold(1usize, |n, &d| n.saturating_mul(d));
         for i in 0..dims[depth] {
             if i > 0 {
                 out.push_str(", ");
@@ -544,6 +551,21 @@ mod tests {
     use super::*;
     use half::bf16;
     use num_complex::Complex32;
+
+    #[test]
+    fn empty_arrays_with_huge_dimensions_display_at_once() {
+        let z = |dims: &[i64]| {
+            Literal::zeros(&crate::Shape::array(PrimitiveType::F32, dims.to_vec()).unwrap())
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            z(&[0, 1 << 40, 1 << 40]),
+            "f32[0,1099511627776,1099511627776] {}"
+        );
+        assert_eq!(z(&[1 << 40, 0]), "f32[1099511627776,0] {}");
+        assert_eq!(z(&[2, 0]), "f32[2,0] {{}, {}}");
+    }
 
     #[test]
     fn display_matches_xla() {

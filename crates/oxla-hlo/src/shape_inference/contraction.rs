@@ -360,6 +360,16 @@ pub fn convolution(
         );
     }
     let n = d.input_spatial_dimensions.len();
+    // HLO text names spatial dimensions by one digit in `dim_labels`, so a
+    // convolution with more could not be written down (nor read back).
+    if n > 10 {
+        return err(
+            op,
+            format!(
+                "at most 10 spatial dimensions are supported (dim_labels names them 0-9), got {n}"
+            ),
+        );
+    }
     if l.rank() != n + 2 || r.rank() != n + 2 {
         return err(
             op,
@@ -658,5 +668,24 @@ mod tests {
         v.dims[0].pad_low = -2;
         let out = convolution(&s(&[1, 2, 5, 5]), &s(&[4, 2, 1, 1]), &v, &d, 1, 1, None).unwrap();
         assert_eq!(out.to_string(), "f32[1,4,3,5]");
+    }
+
+    /// Found by the `builder_calls` fuzz target: a convolution with 14
+    /// spatial dimensions built and printed dim_labels with '?' for the
+    /// ones past 9, which do not parse.
+    #[test]
+    fn at_most_10_spatial_dimensions() {
+        let ones = |n: usize| s(&vec![1; n + 2]);
+        let window = |n: usize| Window {
+            dims: vec![WindowDim::new(1); n],
+        };
+        let ten = ConvDimensionNumbers::seed_layout(10);
+        assert!(convolution(&ones(10), &ones(10), &window(10), &ten, 1, 1, None).is_ok());
+        let eleven = ConvDimensionNumbers::seed_layout(11);
+        let e = convolution(&ones(11), &ones(11), &window(11), &eleven, 1, 1, None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "convolution: at most 10 spatial dimensions are supported (dim_labels names them 0-9), got 11"
+        );
     }
 }

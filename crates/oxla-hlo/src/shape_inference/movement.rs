@@ -110,7 +110,18 @@ pub fn collapse(operand: &Shape, dimensions: &[i64]) -> InferResult {
         *dimensions.last().unwrap_or(&0) as usize,
     );
     let mut dims: Vec<i64> = a.dims()[..first].to_vec();
-    dims.push(a.dims()[first..=last].iter().product());
+    // The collapsed run may overflow when a zero elsewhere keeps the array
+    // empty (f32[2^40,2^40,0]).
+    let Some(collapsed) = a.dims()[first..=last]
+        .iter()
+        .try_fold(1i64, |n, &d| n.checked_mul(d))
+    else {
+        return err(
+            op,
+            format!("collapsing dimensions {dimensions:?} of {a} gives a size that overflows"),
+        );
+    };
+    dims.push(collapsed);
     dims.extend_from_slice(&a.dims()[last + 1..]);
     make_array(op, a.element_type(), dims)
 }
@@ -763,6 +774,19 @@ mod tests {
 
     fn s(ty: PrimitiveType, dims: &[i64]) -> Shape {
         Shape::array(ty, dims).unwrap()
+    }
+
+    #[test]
+    fn collapsing_huge_dimensions_of_an_empty_array_is_an_error_not_an_overflow() {
+        let v = s(F32, &[1 << 40, 1 << 40, 0]);
+        assert_eq!(
+            collapse(&v, &[0, 1]).unwrap_err().to_string(),
+            "Collapse: collapsing dimensions [0, 1] of f32[1099511627776,1099511627776,0] gives a size that overflows"
+        );
+        assert_eq!(
+            collapse(&v, &[1, 2]).unwrap().to_string(),
+            "f32[1099511627776,0]"
+        );
     }
 
     #[test]

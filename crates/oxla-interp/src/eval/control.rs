@@ -1,7 +1,8 @@
 //! Control flow and tuples: `call`, `while`, `conditional` and
 //! `get-tuple-element` (`tuple`, `opt-barrier` and `copy` are trivial and
 //! handled by the dispatcher). Loops may nest; the iteration limit of
-//! [`crate::EvalOptions`] applies to each execution of each `while`.
+//! [`crate::EvalOptions`] applies to each execution of each `while` and
+//! `scan`.
 
 use oxla_hlo::{ArrayLiteral, ArrayShape, HloInstruction, Shape};
 
@@ -138,14 +139,20 @@ impl Interpreter<'_> {
         };
         let n_outputs = out_shapes.len().saturating_sub(carries);
         let mut carry: Vec<Value> = operands[n_inputs..].to_vec();
-        // Per-step outputs, each reshaped to have dimension d of size 1.
-        let mut stacked: Vec<Vec<Option<ArrayLiteral>>> = vec![vec![None; steps]; n_outputs];
-        let order: Vec<usize> = if instr.attrs.is_reverse == Some(true) {
-            (0..steps).rev().collect()
-        } else {
-            (0..steps).collect()
-        };
-        for t in order {
+        // Per-step outputs in the order of the steps, each reshaped to have
+        // dimension d of size 1. Grown step by step: `steps` may be huge
+        // when the inputs are empty, and is then bounded only by the loop
+        // iteration limit, as a `while` is.
+        let mut stacked: Vec<Vec<ArrayLiteral>> = vec![Vec::new(); n_outputs];
+        let reverse = instr.attrs.is_reverse == Some(true);
+        let limit = self.options.while_iteration_limit;
+        for i in 0..steps {
+            if let Some(limit) = limit.filter(|&l| i as u64 >= l) {
+                return fail(format!(
+                    "the scan exceeded the loop iteration limit of {limit}"
+                ));
+            }
+            let t = if reverse { steps - 1 - i } else { i };
             let mut args = Vec::with_capacity(n_inputs + carry.len());
             for a in &inputs {
                 let slice = slice_along(a, d, t, 1)?;
@@ -171,16 +178,19 @@ impl Interpreter<'_> {
                 let y = y.as_array()?;
                 let mut dims = y.dims().to_vec();
                 dims.insert(d.min(dims.len()), 1);
-                stacked[j][t] = Some(reshaped(y, dims)?);
+                stacked[j].push(reshaped(y, dims)?);
             }
             carry = new_carry.to_vec();
         }
         let mut outs = Vec::with_capacity(out_shapes.len());
-        for (j, per_step) in stacked.iter().enumerate() {
+        for (j, per_step) in stacked.iter_mut().enumerate() {
             let Some(shape) = out_shapes[j].as_array() else {
                 return fail("scan outputs are arrays");
             };
-            let parts: Vec<&ArrayLiteral> = per_step.iter().flatten().collect();
+            if reverse {
+                per_step.reverse();
+            }
+            let parts: Vec<&ArrayLiteral> = per_step.iter().collect();
             outs.push(Value::array(concat_arrays(&parts, d, shape)?));
         }
         outs.extend(carry);

@@ -166,6 +166,14 @@ pub(crate) fn convolution(instr: &HloInstruction, operands: &[Value]) -> OpResul
             rhs.shape()
         ));
     }
+    // With no output, or an operand with no elements, every sum is empty,
+    // and the loops below would still run over the other (possibly huge)
+    // dimensions: a window taken from an empty kernel f32[0,0,2^40], or 2^63
+    // input features of a kernel with no window.
+    if od.contains(&0) || ld.contains(&0) || rd.contains(&0) {
+        let zeros = ArrayData::zeros(out.element_type(), out.element_count()?);
+        return Ok(Value::array(make_array(out, zeros)?));
+    }
     let mut taps = Vec::with_capacity(n);
     let mut sizes = Vec::with_capacity(n);
     for i in 0..n {

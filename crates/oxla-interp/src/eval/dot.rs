@@ -189,13 +189,19 @@ fn plan(
     }
     let contracting: Vec<usize> = lc.iter().map(|&a| lhs_dims[a]).collect();
     let mut pairs = Vec::new();
-    for_each_index::<()>(&contracting, |c| {
-        let l = c.iter().zip(&lc).map(|(&i, &d)| i * ls[d]).sum();
-        let r = c.iter().zip(&rc).map(|(&i, &d)| i * rs[d]).sum();
-        pairs.push((l, r));
-        Ok(())
-    })
-    .ok();
+    // An empty result needs no pairs. Otherwise the lhs holds every
+    // contracting position at least once, so the table is no larger than
+    // the lhs; for an empty result it could be astronomically large
+    // (f32[2^40,0] contracted over its first dimension).
+    if !out_dims.contains(&0) {
+        for_each_index::<()>(&contracting, |c| {
+            let l = c.iter().zip(&lc).map(|(&i, &d)| i * ls[d]).sum();
+            let r = c.iter().zip(&rc).map(|(&i, &d)| i * rs[d]).sum();
+            pairs.push((l, r));
+            Ok(())
+        })
+        .ok();
+    }
     Ok((
         Contraction {
             out_dims,

@@ -109,6 +109,20 @@ pub(crate) fn gather(instr: &HloInstruction, operands: &[Value]) -> OpResult<Val
     if !consistent {
         return fail("dimension numbers do not match the operand, indices and result shapes");
     }
+    // XLA's shape rule lets a collapsed (or batching) dimension have slice
+    // size 0; the slices are then empty, with nothing to fill a result that
+    // has elements.
+    let empty_slice = collapsed
+        .iter()
+        .chain(&operand_batching)
+        .find(|&&c| slice_sizes[c] == 0);
+    if let Some(c) = empty_slice
+        && out.element_count()? > 0
+    {
+        return fail(format!(
+            "slice_sizes {slice_sizes:?} are 0 along collapsed dimension {c}: the slices are empty but the result {out} is not"
+        ));
+    }
     let x_strides = strides(&x_dims);
     let mut batch = vec![0usize; index_rank];
     let mut start = vec![0usize; rank];

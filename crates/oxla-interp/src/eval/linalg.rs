@@ -12,7 +12,7 @@ use oxla_hlo::{ArrayData, ArrayLiteral, ArrayShape, HloInstruction, Scalar};
 use super::{attr, result_array};
 use crate::element::Elem;
 use crate::error::{OpResult, fail};
-use crate::index::{Counter, dims_usize, linear, strides};
+use crate::index::{Counter, dims_usize, element_count, linear, strides};
 use crate::value::{Value, make_array};
 
 /// The two number types the solvers work in.
@@ -106,7 +106,13 @@ fn matrices(a: &ArrayLiteral) -> OpResult<(usize, usize, usize)> {
         return fail(format!("expected a (batch of) matrices, got {}", a.shape()));
     }
     let (r, c) = (d[d.len() - 2], d[d.len() - 1]);
-    Ok((d[..d.len() - 2].iter().product(), r, c))
+    // An empty array may have huge dimensions; it has no batches either way.
+    let batches = if d.contains(&0) {
+        0
+    } else {
+        d[..d.len() - 2].iter().product()
+    };
+    Ok((batches, r, c))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -124,6 +130,10 @@ fn solve<T: Field>(
     let conjugate = opts.transpose_a == TriangularTranspose::Adjoint;
     // op(a) is lower triangular when `lower` and not transposed, or upper and transposed.
     let op_lower = opts.lower != transposed;
+    if batches == 0 {
+        return x;
+    }
+    // With a batch, `a` holds m * m elements, so this fits.
     let mut op = vec![T::ZERO; m * m];
     for batch in 0..batches {
         let ab = &a[batch * m * m..(batch + 1) * m * m];
@@ -216,6 +226,10 @@ pub(crate) fn triangular_solve(instr: &HloInstruction, operands: &[Value]) -> Op
 
 fn cholesky_batches<T: Field>(a: &[T], batches: usize, n: usize, lower: bool) -> Vec<T> {
     let mut out = vec![T::ZERO; a.len()];
+    if batches == 0 {
+        return out;
+    }
+    // With a batch, `a` holds n * n elements, so this fits.
     let mut l = vec![T::ZERO; n * n];
     for batch in 0..batches {
         let ab = &a[batch * n * n..(batch + 1) * n * n];
@@ -354,7 +368,7 @@ pub(crate) fn fft(instr: &HloInstruction, operands: &[Value]) -> OpResult<Value>
             }
             // Keep the first n/2 + 1 frequencies of the last axis.
             let st = strides(&in_dims);
-            let mut kept = Vec::with_capacity(out_dims.iter().product());
+            let mut kept = Vec::with_capacity(element_count(&out_dims));
             let mut c = Counter::new(&out_dims);
             while !c.done() {
                 if c.index()[rank - 1] >= in_dims[rank - 1] {
@@ -376,6 +390,10 @@ pub(crate) fn fft(instr: &HloInstruction, operands: &[Value]) -> OpResult<Value>
             let m = in_dims[rank - 1];
             if n / 2 + 1 != m || in_dims[..rank - 1] != out_dims[..rank - 1] {
                 return fail(format!("IRFFT of {} cannot give {out}", x.shape()));
+            }
+            // An empty result needs no twiddles, and `n` may then be huge.
+            if out_dims.contains(&0) {
+                return store::<Complex64>(out, &[]);
             }
             let twiddle: Vec<Complex64> = (0..n)
                 .map(|j| {

@@ -13,7 +13,7 @@ use oxla_hlo::{ArrayData, ArrayLiteral, ArrayShape, HloInstruction, Shape};
 use super::attr;
 use crate::element::Elem;
 use crate::error::{OpResult, fail};
-use crate::index::{Counter, dims_usize, strides};
+use crate::index::{Counter, dims_usize, element_count, strides};
 use crate::interpreter::Interpreter;
 use crate::value::{Value, make_array};
 
@@ -84,7 +84,10 @@ fn finish(shapes: &[&ArrayShape], outputs: Vec<ArrayData>) -> OpResult<Value> {
 
 /// For one window dimension: the operand index each (output position, window
 /// position) pair reads, or `None` for padding and dilation holes.
-/// `taps[o * size + k]`.
+/// `taps[o * size + k]`. The table has an entry per pair, so it is for
+/// convolution, whose window is a kernel of real elements; reduce-window
+/// uses [`window_runs`]. Positions are computed in i128, so huge strides,
+/// dilations and paddings cannot overflow.
 pub(crate) fn window_taps(
     input: usize,
     output: usize,
@@ -93,28 +96,122 @@ pub(crate) fn window_taps(
     if w.stride < 1 || w.base_dilation < 1 || w.window_dilation < 1 || w.size < 0 {
         return fail("window sizes must be non-negative and strides and dilations positive");
     }
-    let input = input as i64;
-    let dilated = if input == 0 {
-        0
-    } else {
-        (input - 1) * w.base_dilation + 1
-    };
-    let mut t = Vec::with_capacity(output * w.size as usize);
-    for o in 0..output as i64 {
-        for k in 0..w.size {
-            let p = o * w.stride + k * w.window_dilation - w.pad_low;
-            let valid = p >= 0 && p < dilated && p % w.base_dilation == 0;
-            t.push(valid.then_some((p / w.base_dilation) as usize));
+    let (bd, wd) = (i128::from(w.base_dilation), i128::from(w.window_dilation));
+    let (stride, pad) = (i128::from(w.stride), i128::from(w.pad_low));
+    let input = input as i128;
+    let dilated = if input == 0 { 0 } else { (input - 1) * bd + 1 };
+    let mut t = Vec::with_capacity(output.saturating_mul(w.size as usize));
+    for o in 0..output as i128 {
+        for k in 0..i128::from(w.size) {
+            let p = o * stride + k * wd - pad;
+            let valid = p >= 0 && p < dilated && p % bd == 0;
+            t.push(valid.then_some((p / bd) as usize));
         }
     }
     Ok(t)
 }
 
+/// For one window dimension and one output position: the operand indices
+/// the window covers, padding and dilation holes left out, in window order:
+/// `count` indices from `first`, `step` apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Run {
+    pub(crate) first: usize,
+    pub(crate) step: usize,
+    pub(crate) count: usize,
+}
+
+/// The [`Run`] of each of `output` positions along one window dimension over
+/// an operand dimension of size `input`. Worked out arithmetically, so the
+/// cost depends on the output and the real elements read, never on the
+/// window size, padding or dilations, which a module may make huge.
+pub(crate) fn window_runs(
+    input: usize,
+    output: usize,
+    w: &oxla_hlo::ir::WindowDim,
+) -> OpResult<Vec<Run>> {
+    if w.stride < 1 || w.base_dilation < 1 || w.window_dilation < 1 || w.size < 0 {
+        return fail("window sizes must be non-negative and strides and dilations positive");
+    }
+    let none = Run {
+        first: 0,
+        step: 1,
+        count: 0,
+    };
+    if input == 0 || w.size == 0 {
+        return Ok(vec![none; output]);
+    }
+    let (bd, wd) = (i128::from(w.base_dilation), i128::from(w.window_dilation));
+    let (stride, pad, size) = (
+        i128::from(w.stride),
+        i128::from(w.pad_low),
+        i128::from(w.size),
+    );
+    // Operand element q sits at q*bd in the dilated operand; window position
+    // k of output o reads o*stride + k*wd - pad. So q is read when
+    // q*bd - (o*stride - pad) = k*wd for some 0 <= k < size: the solutions
+    // are one residue class of q modulo wd / gcd(bd, wd), in a range.
+    let g = gcd(bd, wd);
+    let step = wd / g;
+    let inverse = mod_inverse((bd / g) % step, step);
+    let last = input as i128 - 1;
+    let mut runs = Vec::with_capacity(output);
+    for o in 0..output as i128 {
+        let base = o * stride - pad;
+        let lo = div_ceil(base, bd).max(0);
+        let hi = div_floor(base.saturating_add((size - 1) * wd), bd).min(last);
+        let r = base.rem_euclid(wd);
+        if lo > hi || r % g != 0 {
+            runs.push(none);
+            continue;
+        }
+        let residue = ((r / g) * inverse).rem_euclid(step);
+        let first = lo + (residue - lo).rem_euclid(step);
+        runs.push(if first > hi {
+            none
+        } else {
+            // All three are at most `input`, so they fit in usize.
+            Run {
+                first: first as usize,
+                step: step as usize,
+                count: ((hi - first) / step + 1) as usize,
+            }
+        });
+    }
+    Ok(runs)
+}
+
+fn gcd(a: i128, b: i128) -> i128 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// `x` with `a * x = 1 (mod m)`, for `a` and `m` coprime (0 when `m` is 1).
+fn mod_inverse(a: i128, m: i128) -> i128 {
+    let (mut old_r, mut r) = (a, m);
+    let (mut old_s, mut s) = (1i128, 0i128);
+    while r != 0 {
+        let q = old_r / r;
+        (old_r, r) = (r, old_r - q * r);
+        (old_s, s) = (s, old_s - q * s);
+    }
+    old_s.rem_euclid(m)
+}
+
+fn div_floor(a: i128, b: i128) -> i128 {
+    a.div_euclid(b)
+}
+
+fn div_ceil(a: i128, b: i128) -> i128 {
+    -(-a).div_euclid(b)
+}
+
 /// Window geometry shared by reduce-window and select-and-scatter.
 struct Windows {
-    taps: Vec<Vec<Option<usize>>>,
-    sizes: Vec<usize>,
+    /// `runs[i][o]`: what window dimension `i` reads for output position `o`.
+    runs: Vec<Vec<Run>>,
     in_strides: Vec<usize>,
+    /// Scratch: the number of elements read along each dimension.
+    counts: Vec<usize>,
 }
 
 impl Windows {
@@ -122,23 +219,38 @@ impl Windows {
         if window.dims.len() != in_dims.len() || out_dims.len() != in_dims.len() {
             return fail("the window must have one dimension per operand dimension");
         }
-        let taps = (0..in_dims.len())
-            .map(|i| window_taps(in_dims[i], out_dims[i], &window.dims[i]))
-            .collect::<OpResult<_>>()?;
+        // With no output there is nothing to look up, and the other output
+        // dimensions may be huge.
+        let runs = if out_dims.contains(&0) {
+            vec![Vec::new(); in_dims.len()]
+        } else {
+            (0..in_dims.len())
+                .map(|i| window_runs(in_dims[i], out_dims[i], &window.dims[i]))
+                .collect::<OpResult<_>>()?
+        };
         Ok(Windows {
-            taps,
-            sizes: window.dims.iter().map(|w| w.size.max(0) as usize).collect(),
+            runs,
             in_strides: strides(in_dims),
+            counts: vec![0; in_dims.len()],
         })
     }
 
-    /// The operand's linear index under window position `k` of output `o`, if it is a real element.
-    fn source(&self, o: &[usize], k: &[usize]) -> Option<usize> {
+    /// A counter over the real elements in the window of output `o`, row-major.
+    fn elements(&mut self, o: &[usize]) -> Counter {
+        for (i, &oi) in o.iter().enumerate() {
+            self.counts[i] = self.runs[i][oi].count;
+        }
+        Counter::new(&self.counts)
+    }
+
+    /// The operand's linear index of element `j` of output `o`'s window.
+    fn source(&self, o: &[usize], j: &[usize]) -> usize {
         let mut s = 0;
         for i in 0..o.len() {
-            s += self.taps[i][o[i] * self.sizes[i] + k[i]]? * self.in_strides[i];
+            let run = &self.runs[i][o[i]];
+            s += (run.first + j[i] * run.step) * self.in_strides[i];
         }
-        Some(s)
+        s
     }
 }
 
@@ -169,7 +281,13 @@ impl Interpreter<'_> {
         // Offsets of the reduced elements relative to an output's base, row-major.
         let red_sizes: Vec<usize> = reduced.iter().map(|&d| in_dims[d]).collect();
         let mut offsets = Vec::new();
-        let mut c = Counter::new(&red_sizes);
+        // An empty operand reduces to the init values: no offsets, however
+        // long its other dimensions.
+        let mut c = Counter::new(if in_dims.contains(&0) {
+            &[0]
+        } else {
+            &red_sizes[..]
+        });
         while !c.done() {
             offsets.push(
                 c.index()
@@ -180,7 +298,7 @@ impl Interpreter<'_> {
             );
             c.advance();
         }
-        let out_count: usize = out_dims.iter().product();
+        let out_count = element_count(&out_dims);
         let mut outputs: Vec<ArrayData> = shapes
             .iter()
             .map(|s| ArrayData::zeros(s.element_type(), out_count))
@@ -229,8 +347,8 @@ impl Interpreter<'_> {
         if shapes.len() != inputs.len() || shapes.iter().any(|s| dims_usize(s.dims()) != out_dims) {
             return fail("the results must have one shape");
         }
-        let windows = Windows::new(&in_dims, &out_dims, attr(&instr.attrs.window, "window")?)?;
-        let out_count: usize = out_dims.iter().product();
+        let mut windows = Windows::new(&in_dims, &out_dims, attr(&instr.attrs.window, "window")?)?;
+        let out_count = element_count(&out_dims);
         let mut outputs: Vec<ArrayData> = shapes
             .iter()
             .map(|s| ArrayData::zeros(s.element_type(), out_count))
@@ -245,22 +363,21 @@ impl Interpreter<'_> {
         while !c.done() {
             acc.clear();
             acc.extend_from_slice(&inits);
-            let mut k = Counter::new(&windows.sizes);
+            let mut k = windows.elements(c.index());
             while !k.done() {
-                if let Some(s) = windows.source(c.index(), k.index()) {
-                    args.clear();
-                    args.extend_from_slice(&acc);
-                    args.extend(inputs.iter().map(|x| Elem::read(x.data(), s)));
-                    out.clear();
-                    self.apply(&mut f, &args, &mut out)?;
-                    if out.len() != n {
-                        return fail(format!(
-                            "the reduction returned {} values, expected {n}",
-                            out.len()
-                        ));
-                    }
-                    std::mem::swap(&mut acc, &mut out);
+                let s = windows.source(c.index(), k.index());
+                args.clear();
+                args.extend_from_slice(&acc);
+                args.extend(inputs.iter().map(|x| Elem::read(x.data(), s)));
+                out.clear();
+                self.apply(&mut f, &args, &mut out)?;
+                if out.len() != n {
+                    return fail(format!(
+                        "the reduction returned {} values, expected {n}",
+                        out.len()
+                    ));
                 }
+                std::mem::swap(&mut acc, &mut out);
                 k.advance();
             }
             store(&mut outputs, i, &acc)?;
@@ -285,7 +402,7 @@ impl Interpreter<'_> {
         let init = operands[2].as_elem()?;
         let in_dims = dims_usize(x.dims());
         let src_dims = dims_usize(source.dims());
-        let windows = Windows::new(&in_dims, &src_dims, attr(&instr.attrs.window, "window")?)?;
+        let mut windows = Windows::new(&in_dims, &src_dims, attr(&instr.attrs.window, "window")?)?;
         let mut result = ArrayData::splat(x.element_type(), init.to_scalar(), x.element_count());
         let mut select = self.scalar_fn(instr.called.select, "select", Vec::new())?;
         let mut scatter = self.scalar_fn(instr.called.scatter, "scatter", Vec::new())?;
@@ -294,23 +411,22 @@ impl Interpreter<'_> {
         let mut s_linear = 0;
         while !c.done() {
             let mut best: Option<(usize, Elem)> = None;
-            let mut k = Counter::new(&windows.sizes);
+            let mut k = windows.elements(c.index());
             while !k.done() {
-                if let Some(s) = windows.source(c.index(), k.index()) {
-                    let candidate = Elem::read(x.data(), s);
-                    best = match best {
-                        None => Some((s, candidate)),
-                        Some((b, current)) => {
-                            out.clear();
-                            self.apply(&mut select, &[current, candidate], &mut out)?;
-                            match out.as_slice() {
-                                [Elem::Pred(true)] => Some((b, current)),
-                                [Elem::Pred(false)] => Some((s, candidate)),
-                                _ => return fail("the select computation must return one pred"),
-                            }
+                let s = windows.source(c.index(), k.index());
+                let candidate = Elem::read(x.data(), s);
+                best = match best {
+                    None => Some((s, candidate)),
+                    Some((b, current)) => {
+                        out.clear();
+                        self.apply(&mut select, &[current, candidate], &mut out)?;
+                        match out.as_slice() {
+                            [Elem::Pred(true)] => Some((b, current)),
+                            [Elem::Pred(false)] => Some((s, candidate)),
+                            _ => return fail("the select computation must return one pred"),
                         }
-                    };
-                }
+                    }
+                };
                 k.advance();
             }
             if let Some((b, _)) = best {
@@ -355,5 +471,76 @@ impl Interpreter<'_> {
             store(std::slice::from_mut(&mut result), i, &out)?;
         }
         Ok(Value::array(make_array(shape, result)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oxla_hlo::ir::WindowDim;
+
+    /// The runs list exactly the operand indices a position-by-position walk
+    /// over the window finds, in the same order.
+    #[test]
+    fn runs_match_walking_the_window() {
+        for input in 0..5usize {
+            for size in 0..5i64 {
+                for stride in 1..4i64 {
+                    for pad_low in -2..3i64 {
+                        for base_dilation in 1..4i64 {
+                            for window_dilation in 1..4i64 {
+                                let w = WindowDim {
+                                    size,
+                                    stride,
+                                    pad_low,
+                                    pad_high: 0,
+                                    window_dilation,
+                                    base_dilation,
+                                    window_reversal: false,
+                                };
+                                let output = 6;
+                                let runs = window_runs(input, output, &w).unwrap();
+                                let taps = window_taps(input, output, &w).unwrap();
+                                for o in 0..output {
+                                    let walked: Vec<usize> = (0..size as usize)
+                                        .filter_map(|k| taps[o * size as usize + k])
+                                        .collect();
+                                    let r = runs[o];
+                                    let listed: Vec<usize> =
+                                        (0..r.count).map(|j| r.first + j * r.step).collect();
+                                    assert_eq!(listed, walked, "{w:?} input {input} output {o}");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A window of 2^40 positions, nearly all padding, over a 3-element
+    /// operand: the table this replaced had an entry per window position
+    /// and output (terabytes), and the loop visited each.
+    #[test]
+    fn a_huge_padded_window_costs_only_its_real_elements() {
+        let w = WindowDim {
+            size: 1 << 40,
+            stride: 1 << 40,
+            pad_low: (1 << 40) - 1,
+            pad_high: 0,
+            window_dilation: 1,
+            base_dilation: 1 << 20,
+            window_reversal: false,
+        };
+        let runs = window_runs(3, 2, &w).unwrap();
+        assert_eq!(
+            runs[0],
+            Run {
+                first: 0,
+                step: 1,
+                count: 1
+            }
+        );
+        assert_eq!(runs[1].count, 2);
     }
 }

@@ -15,7 +15,7 @@ use super::convert::from_bytes;
 use super::{attr, result_array};
 use crate::element::{self, Elem};
 use crate::error::{OpResult, fail};
-use crate::index::{Counter, dims_usize, linear, strides};
+use crate::index::{Counter, dims_usize, element_count, linear, strides};
 use crate::interpreter::Interpreter;
 use crate::value::{Value, make_array};
 
@@ -72,7 +72,7 @@ fn hi32(v: u64) -> u32 {
 /// for `dims`, and the new counter.
 fn threefry_words(key: u64, counter: u64, dims: &[usize], wide: bool) -> (Vec<u64>, u64) {
     let (k0, k1) = (lo32(key), hi32(key));
-    let n: usize = dims.iter().product();
+    let n = element_count(dims);
     let block = |j: u64| {
         let v = counter.wrapping_add(j);
         threefry2x32(lo32(v), hi32(v), k0, k1)
@@ -103,7 +103,7 @@ fn threefry_words(key: u64, counter: u64, dims: &[usize], wide: bool) -> (Vec<u6
     });
     let mut half = dims.to_vec();
     half[d] = dims[d].div_ceil(2);
-    let half_count: usize = half.iter().product();
+    let half_count = element_count(&half);
     let st = strides(dims);
     let mut words = vec![0u64; n];
     let mut c = Counter::new(&half);
@@ -175,7 +175,7 @@ pub(crate) fn rng_bit_generator(instr: &HloInstruction, operands: &[Value]) -> O
     }
     let wide = width == 64;
     let dims = dims_usize(bits_shape.dims());
-    let n: usize = dims.iter().product();
+    let n = element_count(&dims);
     let algorithm = instr.attrs.rng_algorithm.unwrap_or(RngAlgorithm::Default);
     let mut new_state = state.to_vec();
     let words = match algorithm {

@@ -89,7 +89,8 @@ impl Interpreter<'_> {
         let mut f = self.scalar_fn(instr.called.to_apply, "comparator", Vec::new())?;
         let mut args = Vec::with_capacity(2 * arrays.len());
         let mut out = Vec::with_capacity(1);
-        let mut order = Vec::with_capacity(len);
+        // Grown on first use: `len` may be huge when the array is empty.
+        let mut order = Vec::new();
         let mut taken = Vec::new();
         for &start in &starts {
             order.clear();
@@ -152,9 +153,11 @@ pub(crate) fn topk(instr: &HloInstruction, operands: &[Value]) -> OpResult<Value
         ComparisonDirection::Lt
     };
     let rows = x.element_count().checked_div(n).unwrap_or(0);
+    // Sized by the result (checked against the memory limit); `order` grows
+    // on first use, since `n` may be huge when the operand is empty.
     let mut values = Vec::with_capacity(rows * k);
     let mut indices = Vec::with_capacity(rows * k);
-    let mut order = Vec::with_capacity(n);
+    let mut order = Vec::new();
     for r in 0..rows {
         let base = r * n;
         order.clear();

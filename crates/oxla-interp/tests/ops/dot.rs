@@ -1,6 +1,8 @@
 //! `dot` over ranks and dimension numbers, accumulation types, `ragged-dot`.
 
-use crate::common::{assert_bits, check_op, eval_op, lit};
+use oxla_hlo::Literal;
+
+use crate::common::{assert_bits, check_op, eval, eval_op, lit};
 
 const MM: &str = "lhs_contracting_dims={1}, rhs_contracting_dims={0}";
 
@@ -139,5 +141,18 @@ fn ragged_dot_groups_rows() {
             ("s32[2]", "{2, 1}"),
         ],
         "{{1, 2}, {3, 4}, {40, 60}, {0, 0}}",
+    );
+}
+
+/// Found by the `builder_calls` fuzz target: contracting a 2^40-long
+/// dimension of an empty operand built a 2^40-entry index table (a hang,
+/// then an allocation failure) for a result with no elements.
+#[test]
+fn an_empty_dot_with_a_huge_contracting_dimension_returns_at_once() {
+    let text = "HloModule t\nENTRY e {\n  p = f32[1099511627776,0] parameter(0)\n  ROOT d = f32[0,0] dot(p, p), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}\n";
+    let arg = Literal::from_vec(&[1 << 40, 0], Vec::<f32>::new()).unwrap();
+    assert_eq!(
+        eval(text, &[arg]),
+        Literal::from_vec(&[0, 0], Vec::<f32>::new()).unwrap()
     );
 }

@@ -146,3 +146,33 @@ fn scatter_with_batching_dims() {
     );
     assert_bits(&out, &lit("s32[2,4]", "{{1, 0, 0, 2}, {0, 30, 0, 0}}"));
 }
+
+/// Found by the `interpret` fuzz target (a mutated JAX fixture): slice size
+/// 0 along a collapsed dimension, which XLA's shape rule allows, made the
+/// start index clamp to one past the end and the read panic. The slices are
+/// empty, so a result with elements is an error.
+#[test]
+fn a_collapsed_dimension_with_slice_size_0_is_an_error() {
+    let text = r#"HloModule main, entry_computation_layout={(s64[3,4,2]{2,1,0}, s64[2,3,2]{2,1,0})->(s64[2,3,2,2]{3,2,1,0})}
+
+ENTRY main.1 {
+  Arg_0.1 = s64[3,4,2]{2,1,0} parameter(0)
+  Arg_1.1 = s64[2,3,2]{2,1,0} parameter(1)
+  gather.1 = s64[2,3,2,2]{3,2,1,0} gather(Arg_0.1, Arg_1.1), offset_dims={2,3}, collapsed_slice_dims={0}, start_index_map={1,0}, index_vector_dim=2, slice_sizes={0,2,2}
+  ROOT tuple.1 = (s64[2,3,2,2]{3,2,1,0}) tuple(gather.1)
+}
+"#;
+    let x = oxla_hlo::Literal::from_vec(&[3, 4, 2], (0..24i64).collect()).unwrap();
+    let i = oxla_hlo::Literal::from_vec(&[2, 3, 2], vec![9i64; 12]).unwrap();
+    let e = crate::common::try_eval_with(
+        text,
+        &[x, i],
+        &oxla_interp::EvalOptions::default(),
+        &oxla_interp::NoServices,
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "in computation `main.1`, instruction `gather.1` (gather): slice_sizes [0, 2, 2] are 0 along collapsed dimension 0: the slices are empty but the result s64[2,3,2,2] is not"
+    );
+}

@@ -12,6 +12,7 @@ mod errors;
 mod floats;
 mod gather_scatter;
 mod integers;
+mod limits;
 mod linalg;
 mod movement;
 mod reduce;

@@ -45,9 +45,21 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// `low_high[_interior]` per dimension, joined by `x`.
+    /// `low_high[_interior]` per dimension, joined by `x`. A rank-0 pad has
+    /// no dimensions, and XLA prints its padding as nothing at all
+    /// (`padding=` at the end of the line or before a comma), so that reads
+    /// as an empty configuration.
     #[inline(never)]
     pub(super) fn padding_value(&mut self) -> PResult<Vec<PadDim>> {
+        let next = self.peek()?;
+        if !matches!(next.tok, Tok::Pad(_)) {
+            let start = next.start;
+            let ends_value = matches!(next.tok, Tok::Comma | Tok::Eof);
+            let gap = &self.src()[self.src()[..start].trim_end().len()..start];
+            if ends_value || gap.contains('\n') {
+                return Ok(Vec::new());
+            }
+        }
         let t = self.next()?;
         let Tok::Pad(text) = t.tok else {
             return Err(self.expected("padding such as 0_0x1_1_0", &t));

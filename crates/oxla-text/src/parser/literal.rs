@@ -73,7 +73,16 @@ impl<'a> Parser<'a> {
                      (print it with print_large_constants)",
                 ));
             }
-            self.dense_level(shape.dims(), 0, ty, &mut data)?;
+            // `{}` is any array with no elements (oxla prints large ones so).
+            let empty = shape.dims().contains(&0)
+                && self.peek_tok()? == &Tok::LBrace
+                && self.peek_nth(1)?.tok == Tok::RBrace;
+            if empty {
+                self.next()?;
+                self.next()?;
+            } else {
+                self.dense_level(shape.dims(), 0, ty, &mut data)?;
+            }
         }
         Literal::from_data(shape.clone(), data).map_err(|e| self.error(start, e.to_string()))
     }

@@ -2,7 +2,8 @@
 //! printer produce: `{1, 2}` for rank 1, `{ { 1, 2 }, { 3, 4 } }` above
 //! (with `{a}` for one-element rows, `{}` for empty ones, and `/*iK=V*/`
 //! position comments above rank 3), pred arrays as 1/0, and tuples as
-//! `( a, b )`. Floats follow XLA's `RoundTripFpToString` through
+//! `( a, b )`, except that an empty array whose nested form would be huge
+//! is `{}` (see `oxla_hlo::literal::empty_array_is_compact`). Floats follow XLA's `RoundTripFpToString` through
 //! `oxla_hlo::literal::format_float`; NaNs are read from their bits so
 //! payloads survive exactly.
 
@@ -38,6 +39,10 @@ fn write_array(out: &mut String, a: &ArrayLiteral) {
         .collect();
     if dims.is_empty() {
         write_element(out, a.data(), 0, false);
+        return;
+    }
+    if oxla_hlo::literal::empty_array_is_compact(a.dims()) {
+        out.push_str("{}");
         return;
     }
     let mut index = Vec::with_capacity(dims.len());
