@@ -2,8 +2,6 @@
 //! literals from text, and building small modules directly.
 #![allow(dead_code)]
 
-pub mod corpus;
-
 use oxla_hlo::ir::Attrs;
 use oxla_hlo::{
     ComputationId, HloComputation, HloInstruction, HloModule, InstrId, Literal, Opcode, Shape,

@@ -1,5 +1,8 @@
-//! Running a conformance corpus (one folder per case: `module.hlo`,
-//! `in*.npy`, `out*.npy`, `meta.json`) through the interpreter, comparing with
+//! The conformance suite, written once and run on every backend: a corpus
+//! is one folder per case (`module.hlo`, `in*.npy`, `out*.npy`, `meta.json`;
+//! the layout of `shared/conformance/stablehlo-interpret` and of the JAX
+//! fixtures); each case runs through a backend given as a closure and is
+//! compared with
 //! the rule of `shared/tools/check_corpus.py`: exact for integers, pred and
 //! "eq"; otherwise `|a - e| <= atol + rtol * |e|` or within `max_ulp`; NaN
 //! matches NaN; complex parts compared separately; bf16 stored as u16 bits.
@@ -8,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use half::{bf16, f16};
 use num_complex::{Complex32, Complex64};
+use oxla_hlo::HloModule;
 use oxla_hlo::{ArrayData, ArrayLiteral, ArrayShape, Literal, PrimitiveType, Scalar};
-use oxla_interp::{EvalOptions, NoServices, evaluate};
 use serde_json::Value as Json;
 
 /// Reads an .npy file as an array of XLA type `ty` (bf16 from u16 bits).
@@ -264,8 +267,11 @@ fn type_of(name: &str) -> Result<PrimitiveType, String> {
     name.parse::<PrimitiveType>().map_err(|e| e.to_string())
 }
 
+/// A backend under test: the module and the arguments in, the result out.
+pub type Backend<'a> = dyn Fn(&HloModule, &[Literal]) -> Result<Literal, String> + Sync + 'a;
+
 /// Runs one case; `Err` says why it failed.
-pub fn run_case(dir: &Path, options: &EvalOptions) -> Result<(), String> {
+pub fn run_case(dir: &Path, backend: &Backend<'_>) -> Result<(), String> {
     let meta: Json = serde_json::from_str(
         &std::fs::read_to_string(dir.join("meta.json")).map_err(|e| e.to_string())?,
     )
@@ -286,8 +292,7 @@ pub fn run_case(dir: &Path, options: &EvalOptions) -> Result<(), String> {
             ty,
         )?));
     }
-    let result =
-        evaluate(&module, &args, options, &NoServices).map_err(|e| format!("eval: {e}"))?;
+    let result = backend(&module, &args).map_err(|e| format!("eval: {e}"))?;
     let leaves = result.leaves();
     let outputs = meta
         .get("outputs")
@@ -327,7 +332,7 @@ pub fn cases(corpus: &Path) -> Vec<PathBuf> {
 pub fn run_corpus(
     corpus: &Path,
     prefix: &str,
-    options: &EvalOptions,
+    backend: &Backend<'_>,
 ) -> (usize, usize, Vec<(String, String)>) {
     let cases: Vec<PathBuf> = cases(corpus)
         .into_iter()
@@ -342,11 +347,106 @@ pub fn run_corpus(
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let outcome = std::panic::catch_unwind(|| run_case(case, options))
-            .unwrap_or_else(|_| Err("PANIC".into()));
+        // A panic is a failure of the case, reported like any other.
+        let outcome =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_case(case, backend)))
+                .unwrap_or_else(|_| Err("PANIC".into()));
         if let Err(e) = outcome {
             failures.push((name, e));
         }
     }
     (cases.len() - failures.len(), cases.len(), failures)
+}
+
+/// The repository's JAX fixtures (`tests/fixtures/jax`), from a crate directory.
+pub fn jax_fixtures(manifest_dir: &str) -> PathBuf {
+    Path::new(manifest_dir).join("../../tests/fixtures/jax")
+}
+
+/// The StableHLO conformance corpus beside the repository (`../shared`).
+pub fn stablehlo_corpus(manifest_dir: &str) -> PathBuf {
+    Path::new(manifest_dir).join("../../../shared/conformance/stablehlo-interpret")
+}
+
+/// Runs a corpus, prints every failure and the totals, and checks that at
+/// least `floor` cases pass. An absent corpus is skipped with a note.
+pub fn check_corpus(corpus: &Path, prefix: &str, backend: &Backend<'_>, floor: usize) {
+    if !corpus.is_dir() {
+        println!("skipping: {} is absent", corpus.display());
+        return;
+    }
+    let (passed, total, failures) = run_corpus(corpus, prefix, backend);
+    for (name, why) in &failures {
+        println!("FAIL {name}: {why}");
+    }
+    println!(
+        "{}: {passed} passed, {} failed (of {total})",
+        corpus.display(),
+        total - passed
+    );
+    assert!(
+        passed >= floor,
+        "{passed} cases passed, below the floor of {floor}"
+    );
+}
+
+/// Random bit patterns of `shape` (NaNs, huge and negative integers, ...).
+pub fn random_literal(shape: &oxla_hlo::Shape, state: &mut u64) -> Literal {
+    let mut next = || {
+        *state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (*state >> 33) as u8
+    };
+    match shape {
+        oxla_hlo::Shape::Array(a) => {
+            let n = a.byte_size().unwrap_or(0);
+            let mut bytes: Vec<u8> = (0..n).map(|_| next()).collect();
+            if a.element_type() == PrimitiveType::Pred {
+                bytes.iter_mut().for_each(|b| *b &= 1);
+            }
+            ArrayLiteral::from_bytes(a.clone(), &bytes)
+                .map(Literal::Array)
+                .unwrap_or(Literal::Token)
+        }
+        oxla_hlo::Shape::Tuple(t) => {
+            Literal::Tuple(t.iter().map(|s| random_literal(s, state)).collect())
+        }
+        oxla_hlo::Shape::Token => Literal::Token,
+    }
+}
+
+/// Every module of the corpora run on random arguments (three times each):
+/// errors are fine, panics are not. Returns how many runs were made.
+pub fn random_arguments_never_panic(corpora: &[PathBuf], backend: &Backend<'_>) -> usize {
+    let mut state = 0x0dd_ba11u64;
+    let mut ran = 0;
+    for corpus in corpora {
+        for case in cases(corpus) {
+            let Ok(text) = std::fs::read_to_string(case.join("module.hlo")) else {
+                continue;
+            };
+            let Ok(module) = oxla_text::parse_module(&text) else {
+                continue;
+            };
+            for _ in 0..3 {
+                let args: Vec<Literal> = module
+                    .program_shape()
+                    .parameters
+                    .iter()
+                    .map(|s| random_literal(s, &mut state))
+                    .collect();
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    backend(&module, &args)
+                }));
+                assert!(
+                    outcome.is_ok(),
+                    "{} panicked on random arguments",
+                    case.display()
+                );
+                ran += 1;
+            }
+        }
+    }
+    ran
 }
