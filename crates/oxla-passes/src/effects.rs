@@ -1,0 +1,39 @@
+//! Which instructions have effects beyond their value: those whose opcode
+//! has one (rng, infeed, collectives, custom calls, ...) and those calling
+//! a computation that contains one anywhere (a `map` whose function draws
+//! random numbers advances the stream like an `rng` would). Passes never
+//! remove, merge or fold such an instruction.
+
+use oxla_hlo::{HloInstruction, HloModule};
+
+pub(crate) struct Effects {
+    /// Per computation: whether running it has an effect.
+    computations: Vec<bool>,
+}
+
+impl Effects {
+    pub(crate) fn new(module: &HloModule) -> Effects {
+        // Callees come before callers, so one forward sweep suffices.
+        let mut computations: Vec<bool> = Vec::with_capacity(module.computations().len());
+        for comp in module.computations() {
+            let effect = comp.instructions().iter().any(|i| {
+                i.opcode.has_side_effect()
+                    || i.called
+                        .all()
+                        .iter()
+                        .any(|c| computations.get(c.index()).copied().unwrap_or(true))
+            });
+            computations.push(effect);
+        }
+        Effects { computations }
+    }
+
+    pub(crate) fn of(&self, instr: &HloInstruction) -> bool {
+        instr.opcode.has_side_effect()
+            || instr
+                .called
+                .all()
+                .iter()
+                .any(|c| self.computations.get(c.index()).copied().unwrap_or(true))
+    }
+}

@@ -1,0 +1,568 @@
+//! Each rule of each pass on a small module: the entry computation after
+//! the pass, written as HLO text (without `%` sigils and layouts), and the
+//! same results before and after on random inputs, bit for bit.
+
+use oxla_hlo::{HloModule, Literal};
+use oxla_interp::{EvalOptions, NoServices};
+use oxla_passes::{Cse, Dce, FoldConstants, Pass, Pipeline, Simplify};
+
+/// The entry computation's instruction lines, normalised.
+fn entry_lines(module: &HloModule) -> Vec<String> {
+    let text = oxla_text::print_module(module);
+    let entry = text.split("ENTRY").nth(1).expect("an entry computation");
+    entry
+        .lines()
+        .skip(1)
+        .take_while(|l| l.trim() != "}")
+        .map(|l| strip_layouts(&l.trim().replace('%', "")))
+        .collect()
+}
+
+/// Drops the `{1,0}` layout that follows each array shape.
+fn strip_layouts(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == ']' && chars.peek() == Some(&'{') {
+            let rest: String = chars.clone().take_while(|&c| c != '}').collect();
+            if rest[1..].chars().all(|c| c.is_ascii_digit() || c == ',') {
+                chars.nth(rest.len());
+            }
+        }
+    }
+    out
+}
+
+fn evaluate(module: &HloModule, seed: u64) -> Literal {
+    let mut state = seed;
+    let args: Vec<Literal> = module
+        .entry()
+        .parameters()
+        .iter()
+        .map(|&p| oxla_testsuite::random_literal(&module.entry().instruction(p).shape, &mut state))
+        .collect();
+    oxla_interp::evaluate(module, &args, &EvalOptions::default(), &NoServices)
+        .expect("the module evaluates")
+}
+
+/// Runs `passes` to a fixed point on `text`, checks the module still
+/// verifies and computes the same bits, and compares the entry with `expected`.
+fn check(passes: Vec<Box<dyn Pass>>, text: &str, expected: &[&str]) {
+    let before = oxla_text::parse_module(text).unwrap();
+    let mut after = before.clone();
+    Pipeline::new(passes).run_observed(&mut after, &mut |pass, _, _, m| {
+        if let Err(e) = oxla_hlo::verifier::verify(m) {
+            panic!("after {pass}: {e}\n{}", oxla_text::print_module(m));
+        }
+    });
+    assert_eq!(
+        entry_lines(&after),
+        expected,
+        "\n{}",
+        oxla_text::print_module(&after)
+    );
+    for seed in 1..4 {
+        let (x, y) = (evaluate(&before, seed), evaluate(&after, seed));
+        assert!(
+            x.bitwise_eq(&y),
+            "results differ on seed {seed}: {x:?} vs {y:?}"
+        );
+    }
+}
+
+fn simplify() -> Vec<Box<dyn Pass>> {
+    vec![Box::new(Simplify), Box::new(Dce)]
+}
+
+#[test]
+fn reshape_chains_and_multiplication_by_one() {
+    check(
+        simplify(),
+        "HloModule m
+        ENTRY e {
+          p = f32[2,3] parameter(0)
+          r = f32[3,2] reshape(p)
+          r2 = f32[6] reshape(r)
+          same = f32[6] reshape(r2)
+          c = f32[] constant(1)
+          b = f32[6] broadcast(c), dimensions={}
+          ROOT m = f32[6] multiply(b, same)
+        }",
+        &["p = f32[2,3] parameter(0)", "ROOT r2 = f32[6] reshape(p)"],
+    );
+}
+
+#[test]
+fn transposes_compose_and_cancel() {
+    check(
+        simplify(),
+        "HloModule m
+        ENTRY e {
+          p = f32[2,3,4] parameter(0)
+          t1 = f32[3,4,2] transpose(p), dimensions={1,2,0}
+          t2 = f32[4,3,2] transpose(t1), dimensions={1,0,2}
+          back = f32[2,3,4] transpose(t1), dimensions={2,0,1}
+          ROOT t = (f32[4,3,2], f32[2,3,4]) tuple(t2, back)
+        }",
+        &[
+            "p = f32[2,3,4] parameter(0)",
+            "t2 = f32[4,3,2] transpose(p), dimensions={2,1,0}",
+            "ROOT t = (f32[4,3,2], f32[2,3,4]) tuple(t2, p)",
+        ],
+    );
+}
+
+#[test]
+fn broadcasts_compose() {
+    check(
+        simplify(),
+        "HloModule m
+        ENTRY e {
+          p = f32[3] parameter(0)
+          b1 = f32[2,3] broadcast(p), dimensions={1}
+          ROOT b2 = f32[2,4,3] broadcast(b1), dimensions={0,2}
+        }",
+        &[
+            "p = f32[3] parameter(0)",
+            "ROOT b2 = f32[2,4,3] broadcast(p), dimensions={2}",
+        ],
+    );
+}
+
+#[test]
+fn scalar_broadcasts_absorb_reshapes_and_transposes() {
+    check(
+        simplify(),
+        "HloModule m
+        ENTRY e {
+          p = f32[] parameter(0)
+          b = f32[2,3] broadcast(p), dimensions={}
+          r = f32[3,2] reshape(b)
+          t = f32[2,3] transpose(r), dimensions={1,0}
+          ROOT s = f32[2,3] sine(t)
+        }",
+        &[
+            "p = f32[] parameter(0)",
+            "t = f32[2,3] broadcast(p), dimensions={}",
+            "ROOT s = f32[2,3] sine(t)",
+        ],
+    );
+}
+
+#[test]
+fn slices_compose_and_full_slices_vanish() {
+    check(
+        simplify(),
+        "HloModule m
+        ENTRY e {
+          p = f32[20,5] parameter(0)
+          s1 = f32[9,5] slice(p), slice={[2:19:2], [0:5]}
+          s2 = f32[3,5] slice(s1), slice={[1:9:3], [0:5]}
+          ROOT s3 = f32[3,5] slice(s2), slice={[0:3], [0:5]}
+        }",
+        &[
+            "p = f32[20,5] parameter(0)",
+            "ROOT s2 = f32[3,5] slice(p), slice={[4:17:6], [0:5:1]}",
+        ],
+    );
+}
+
+#[test]
+fn no_op_movement_is_removed() {
+    check(
+        simplify(),
+        "HloModule m
+        ENTRY e {
+          p = s32[4,1] parameter(0)
+          z = s32[] constant(0)
+          pad = s32[4,1] pad(p, z), padding=0_0x0_0
+          rev = s32[4,1] reverse(pad), dimensions={1}
+          rev2 = s32[4,1] reverse(rev), dimensions={0}
+          rev3 = s32[4,1] reverse(rev2), dimensions={0}
+          cat = s32[4,1] concatenate(rev3), dimensions={0}
+          cp = s32[4,1] copy(cat)
+          ROOT cv = s32[4,1] convert(cp)
+        }",
+        &["ROOT p = s32[4,1] parameter(0)"],
+    );
+}
+
+#[test]
+fn additive_identities_respect_signed_zero() {
+    // x + 0.0 is not x when x is -0.0, so it stays; x + -0.0 and x - 0.0 are exact.
+    check(
+        simplify(),
+        "HloModule m
+        ENTRY e {
+          p = f32[4] parameter(0)
+          zero = f32[] constant(0)
+          nzero = f32[] constant(-0)
+          bz = f32[4] broadcast(zero), dimensions={}
+          bn = f32[4] broadcast(nzero), dimensions={}
+          kept = f32[4] add(p, bz)
+          gone = f32[4] add(bn, kept)
+          ROOT gone2 = f32[4] subtract(gone, bz)
+        }",
+        &[
+            "p = f32[4] parameter(0)",
+            "zero = f32[] constant(0)",
+            "bz = f32[4] broadcast(zero), dimensions={}",
+            "ROOT kept = f32[4] add(p, bz)",
+        ],
+    );
+}
+
+#[test]
+fn integer_and_boolean_identities() {
+    check(
+        simplify(),
+        "HloModule m
+        ENTRY e {
+          p = s32[4] parameter(0)
+          q = pred[4] parameter(1)
+          zero = s32[4] constant({0, 0, 0, 0})
+          one = s32[] constant(1)
+          t = pred[] constant(true)
+          f = pred[] constant(false)
+          bone = s32[4] broadcast(one), dimensions={}
+          bt = pred[4] broadcast(t), dimensions={}
+          bf = pred[4] broadcast(f), dimensions={}
+          a = s32[4] add(zero, p)
+          d = s32[4] divide(a, bone)
+          x = s32[4] xor(d, zero)
+          qa = pred[4] and(q, bt)
+          qo = pred[4] or(bf, qa)
+          ROOT r = (s32[4], pred[4]) tuple(x, qo)
+        }",
+        &[
+            "p = s32[4] parameter(0)",
+            "q = pred[4] parameter(1)",
+            "ROOT r = (s32[4], pred[4]) tuple(p, q)",
+        ],
+    );
+}
+
+#[test]
+fn complex_multiplication_by_one_stays() {
+    // (a+bi)(1+0i) computes b*0, which is NaN when b is infinite.
+    check(
+        simplify(),
+        "HloModule m
+        ENTRY e {
+          p = c64[2] parameter(0)
+          one = c64[2] constant({(1,0), (1,0)})
+          ROOT m = c64[2] multiply(p, one)
+        }",
+        &[
+            "p = c64[2] parameter(0)",
+            "one = c64[2] constant({(1, 0), (1, 0)})",
+            "ROOT m = c64[2] multiply(p, one)",
+        ],
+    );
+}
+
+#[test]
+fn double_negation_and_constant_selects() {
+    check(
+        simplify(),
+        "HloModule m
+        ENTRY e {
+          p = f32[3] parameter(0)
+          q = f32[3] parameter(1)
+          n = f32[3] negate(p)
+          nn = f32[3] negate(n)
+          t = pred[] constant(true)
+          bt = pred[3] broadcast(t), dimensions={}
+          s = f32[3] select(bt, nn, q)
+          f = pred[3] constant({false, false, false})
+          ROOT s2 = f32[3] select(f, q, s)
+        }",
+        &["ROOT p = f32[3] parameter(0)", "q = f32[3] parameter(1)"],
+    );
+}
+
+#[test]
+fn tuples_are_taken_apart_where_they_are_built() {
+    check(
+        simplify(),
+        "HloModule m
+        ENTRY e {
+          p = (f32[2], s32[]) parameter(0)
+          a = f32[2] get-tuple-element(p), index=0
+          b = s32[] get-tuple-element(p), index=1
+          t = (f32[2], s32[]) tuple(a, b)
+          x = f32[2] get-tuple-element(t), index=0
+          ROOT r = (f32[2], (f32[2], s32[])) tuple(x, t)
+        }",
+        &[
+            "p = (f32[2], s32[]) parameter(0)",
+            "x = f32[2] get-tuple-element(p), index=0",
+            "ROOT r = (f32[2], (f32[2], s32[])) tuple(x, p)",
+        ],
+    );
+}
+
+#[test]
+fn dynamic_slices_with_constant_starts_become_clamped_slices() {
+    check(
+        simplify(),
+        "HloModule m
+        ENTRY e {
+          p = f32[4,6] parameter(0)
+          i = s32[] constant(5)
+          j = s32[] constant(-3)
+          ROOT d = f32[2,3] dynamic-slice(p, i, j), dynamic_slice_sizes={2,3}
+        }",
+        &[
+            "p = f32[4,6] parameter(0)",
+            "ROOT d = f32[2,3] slice(p), slice={[2:4], [0:3]}",
+        ],
+    );
+}
+
+#[test]
+fn constants_fold_through_the_interpreter() {
+    check(
+        vec![Box::new(FoldConstants::default()), Box::new(Dce)],
+        "HloModule m
+        ENTRY e {
+          p = f32[3] parameter(0)
+          a = f32[3] constant({1, 2, 3})
+          b = f32[3] constant({0.5, 0.25, 0.125})
+          c = f32[3] multiply(a, b)
+          d = f32[3] exponential(c)
+          ROOT r = f32[3] add(p, d)
+        }",
+        &[
+            "p = f32[3] parameter(0)",
+            "d = f32[3] constant({1.64872122, 1.64872122, 1.45499146})",
+            "ROOT r = f32[3] add(p, d)",
+        ],
+    );
+}
+
+#[test]
+fn folding_leaves_expansions_randomness_and_big_results_alone() {
+    check(
+        vec![Box::new(FoldConstants::default()), Box::new(Dce)],
+        "HloModule m
+        ENTRY e {
+          z = f32[] constant(0)
+          one = f32[] constant(1)
+          b = f32[64,64] broadcast(one), dimensions={}
+          i = f32[64,64] iota(), iota_dimension=0
+          n = f32[64,64] negate(b)
+          r = f32[64,64] rng(z, one), distribution=rng_uniform
+          ROOT t = (f32[64,64], f32[64,64], f32[64,64]) tuple(i, n, r)
+        }",
+        &[
+            "z = f32[] constant(0)",
+            "one = f32[] constant(1)",
+            "b = f32[64,64] broadcast(one), dimensions={}",
+            "i = f32[64,64] iota(), iota_dimension=0",
+            "n = f32[64,64] negate(b)",
+            "r = f32[64,64] rng(z, one), distribution=rng_uniform",
+            "ROOT t = (f32[64,64], f32[64,64], f32[64,64]) tuple(i, n, r)",
+        ],
+    );
+}
+
+#[test]
+fn cse_merges_equal_work_but_not_different_zeros() {
+    check(
+        vec![Box::new(Cse), Box::new(Dce)],
+        r#"HloModule m
+        ENTRY e {
+          p = f32[3] parameter(0)
+          z1 = f32[] constant(0)
+          z2 = f32[] constant(-0)
+          z3 = f32[] constant(0)
+          a = f32[3] broadcast(z1), dimensions={}
+          b = f32[3] broadcast(z2), dimensions={}
+          c = f32[3] broadcast(z3), dimensions={}
+          x = f32[3] add(p, a), metadata={op_name="first"}
+          y = f32[3] add(p, b)
+          w = f32[3] add(p, c), metadata={op_name="second"}
+          ROOT t = (f32[3], f32[3], f32[3]) tuple(x, y, w)
+        }"#,
+        &[
+            "p = f32[3] parameter(0)",
+            "z1 = f32[] constant(0)",
+            "z2 = f32[] constant(-0)",
+            "a = f32[3] broadcast(z1), dimensions={}",
+            "b = f32[3] broadcast(z2), dimensions={}",
+            "x = f32[3] add(p, a), metadata={op_name=\"first\"}",
+            "y = f32[3] add(p, b)",
+            "ROOT t = (f32[3], f32[3], f32[3]) tuple(x, y, x)",
+        ],
+    );
+}
+
+#[test]
+fn cse_keeps_random_numbers_apart() {
+    check(
+        vec![Box::new(Cse), Box::new(Dce)],
+        "HloModule m
+        ENTRY e {
+          z = f32[] constant(0)
+          one = f32[] constant(1)
+          r1 = f32[2] rng(z, one), distribution=rng_uniform
+          r2 = f32[2] rng(z, one), distribution=rng_uniform
+          ROOT t = (f32[2], f32[2]) tuple(r1, r2)
+        }",
+        &[
+            "z = f32[] constant(0)",
+            "one = f32[] constant(1)",
+            "r1 = f32[2] rng(z, one), distribution=rng_uniform",
+            "r2 = f32[2] rng(z, one), distribution=rng_uniform",
+            "ROOT t = (f32[2], f32[2]) tuple(r1, r2)",
+        ],
+    );
+}
+
+#[test]
+fn dce_drops_dead_instructions_and_computations_and_renumbers_calls() {
+    let text = "HloModule m
+        dead {
+          a = f32[] parameter(0)
+          b = f32[] parameter(1)
+          ROOT m = f32[] multiply(a, b)
+        }
+        add {
+          a = f32[] parameter(0)
+          b = f32[] parameter(1)
+          ROOT s = f32[] add(a, b)
+        }
+        ENTRY e {
+          p = f32[4] parameter(0)
+          unused = f32[4] sine(p)
+          z = f32[] constant(0)
+          unused_reduce = f32[] reduce(p, z), dimensions={0}, to_apply=dead
+          ROOT r = f32[] reduce(p, z), dimensions={0}, to_apply=add
+        }";
+    check(
+        vec![Box::new(Dce)],
+        text,
+        &[
+            "p = f32[4] parameter(0)",
+            "z = f32[] constant(0)",
+            "ROOT r = f32[] reduce(p, z), dimensions={0}, to_apply=add",
+        ],
+    );
+    let mut m = oxla_text::parse_module(text).unwrap();
+    assert!(Dce.run(&mut m));
+    assert_eq!(m.computations().len(), 2);
+    assert!(!Dce.run(&mut m), "a second run finds nothing more");
+}
+
+#[test]
+fn dce_keeps_side_effects() {
+    // The unused rng still advances the random stream the second one reads.
+    check(
+        vec![Box::new(Dce)],
+        "HloModule m
+        ENTRY e {
+          z = f32[] constant(0)
+          one = f32[] constant(1)
+          unused = f32[2] rng(z, one), distribution=rng_uniform
+          ROOT r = f32[2] rng(z, one), distribution=rng_uniform
+        }",
+        &[
+            "z = f32[] constant(0)",
+            "one = f32[] constant(1)",
+            "unused = f32[2] rng(z, one), distribution=rng_uniform",
+            "ROOT r = f32[2] rng(z, one), distribution=rng_uniform",
+        ],
+    );
+}
+
+#[test]
+fn the_pipeline_reports_every_pass_and_reaches_a_fixed_point() {
+    let mut m = oxla_text::parse_module(
+        "HloModule m
+        ENTRY e {
+          p = f32[8] parameter(0)
+          a = f32[] constant(2)
+          b = f32[] constant(3)
+          c = f32[] multiply(a, b)
+          bc = f32[8] broadcast(c), dimensions={}
+          x = f32[8] multiply(p, bc)
+          y = f32[8] multiply(p, bc)
+          ROOT s = f32[8] add(x, y)
+        }",
+    )
+    .unwrap();
+    let mut seen = Vec::new();
+    Pipeline::standard().run_observed(&mut m, &mut |pass, round, changed, _| {
+        seen.push((pass.to_string(), round, changed))
+    });
+    let names: Vec<&str> = seen.iter().take(4).map(|(p, _, _)| p.as_str()).collect();
+    assert_eq!(names, ["simplify", "fold-constants", "cse", "dce"]);
+    let last_round = seen.last().unwrap().1;
+    assert!(
+        seen.iter().filter(|s| s.1 == last_round).all(|s| !s.2),
+        "the last round changes nothing: {seen:?}"
+    );
+    assert_eq!(
+        entry_lines(&m),
+        [
+            "p = f32[8] parameter(0)",
+            "c = f32[] constant(6)",
+            "bc = f32[8] broadcast(c), dimensions={}",
+            "x = f32[8] multiply(p, bc)",
+            "ROOT s = f32[8] add(x, x)",
+        ]
+    );
+}
+
+#[test]
+fn max_with_minus_infinity_is_the_other_operand() {
+    // softmax's `max(reduce_max(x), -inf)`; NaN still propagates.
+    check(
+        simplify(),
+        "HloModule m
+        ENTRY e {
+          p = f32[4] parameter(0)
+          ninf = f32[] constant(-inf)
+          pinf = f32[] constant(inf)
+          b = f32[4] broadcast(ninf), dimensions={}
+          c = f32[4] broadcast(pinf), dimensions={}
+          m = f32[4] maximum(b, p)
+          ROOT n = f32[4] minimum(m, c)
+        }",
+        &["ROOT p = f32[4] parameter(0)"],
+    );
+}
+
+#[test]
+fn calls_of_computations_that_draw_random_numbers_stay() {
+    // Folding, merging or dropping the maps would change the random stream.
+    check(
+        vec![
+            Box::new(FoldConstants::default()),
+            Box::new(Cse),
+            Box::new(Dce),
+        ],
+        "HloModule m
+        noisy {
+          x = f32[] parameter(0)
+          one = f32[] constant(1)
+          ROOT r = f32[] rng(x, one), distribution=rng_uniform
+        }
+        ENTRY e {
+          c = f32[3] constant({0, 0.25, 0.5})
+          unused = f32[3] map(c), dimensions={0}, to_apply=noisy
+          a = f32[3] map(c), dimensions={0}, to_apply=noisy
+          b = f32[3] map(c), dimensions={0}, to_apply=noisy
+          ROOT t = (f32[3], f32[3]) tuple(a, b)
+        }",
+        &[
+            "c = f32[3] constant({0, 0.25, 0.5})",
+            "unused = f32[3] map(c), dimensions={0}, to_apply=noisy",
+            "a = f32[3] map(c), dimensions={0}, to_apply=noisy",
+            "b = f32[3] map(c), dimensions={0}, to_apply=noisy",
+            "ROOT t = (f32[3], f32[3]) tuple(a, b)",
+        ],
+    );
+}
