@@ -14,6 +14,8 @@ pub enum Error {
     Compile(String),
     #[error(transparent)]
     Eval(#[from] EvalError),
+    #[error(transparent)]
+    Cpu(#[from] oxla_cpu::CpuError),
     #[error("replica {replica}: {source}")]
     Replica { replica: usize, source: Box<Error> },
     #[error("{0}")]

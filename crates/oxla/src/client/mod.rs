@@ -29,8 +29,12 @@ use services::{Queues, ReplicaServices};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Backend {
     /// The reference interpreter: every op, every type, plainly evaluated.
-    #[default]
     Interpreter,
+    /// The compiled CPU backend: fused, vectorised, multi-threaded kernels
+    /// (operations without a kernel of their own run through the
+    /// interpreter, so every module runs). The default.
+    #[default]
+    Cpu,
 }
 
 /// Options fixed when compiling.
@@ -41,6 +45,10 @@ pub struct CompileOptions {
     pub num_replicas: usize,
     /// The most iterations one execution of a `while` may run before it is an error.
     pub while_iteration_limit: Option<u64>,
+    /// The largest array, in bytes, an execution may create; an instruction
+    /// whose result would be larger fails before anything is allocated.
+    /// Defaults to [`oxla_interp::DEFAULT_MAX_ARRAY_BYTES`] (4 GiB).
+    pub max_array_bytes: u64,
     /// How long a replica waits at a collective for the others.
     pub collective_timeout: Duration,
     /// How long an infeed waits for a value to be queued.
@@ -52,6 +60,7 @@ impl Default for CompileOptions {
         CompileOptions {
             num_replicas: 1,
             while_iteration_limit: None,
+            max_array_bytes: oxla_interp::DEFAULT_MAX_ARRAY_BYTES,
             collective_timeout: Duration::from_secs(30),
             infeed_timeout: Duration::from_secs(30),
         }
@@ -66,6 +75,13 @@ impl CompileOptions {
 
     pub fn with_while_iteration_limit(mut self, limit: u64) -> CompileOptions {
         self.while_iteration_limit = Some(limit);
+        self
+    }
+
+    /// Limits the size of any one array an execution creates (see
+    /// [`CompileOptions::max_array_bytes`]).
+    pub fn with_max_array_bytes(mut self, bytes: u64) -> CompileOptions {
+        self.max_array_bytes = bytes;
         self
     }
 
@@ -230,10 +246,17 @@ impl Client {
             }
         }
         infeed_order::check(&module).map_err(Error::Compile)?;
+        let cpu = match self.shared.backend {
+            Backend::Interpreter => None,
+            Backend::Cpu => Some(Arc::new(
+                oxla_cpu::compile(&module).map_err(|e| Error::Compile(e.to_string()))?,
+            )),
+        };
         Ok(Executable {
             module: Arc::new(module),
             options: options.clone(),
             client: self.clone(),
+            cpu,
         })
     }
 }
@@ -244,6 +267,8 @@ pub struct Executable {
     module: Arc<HloModule>,
     options: CompileOptions,
     client: Client,
+    /// The compiled form, for the CPU backend.
+    cpu: Option<Arc<oxla_cpu::CpuExecutable>>,
 }
 
 impl Executable {
@@ -258,6 +283,16 @@ impl Executable {
     /// Runs on one replica with seed 0.
     pub fn execute(&self, args: &[Literal]) -> Result<Literal> {
         self.execute_with(args, &ExecuteOptions::default())
+    }
+
+    /// Hands a result the caller is done with back to the executable: the
+    /// compiled backend reuses its buffers in later executions, so they
+    /// write into memory that is already mapped (fresh pages cost a fault
+    /// each). Optional; the interpreter simply drops it.
+    pub fn recycle(&self, result: Literal) {
+        if let Some(cpu) = &self.cpu {
+            cpu.recycle(result);
+        }
     }
 
     /// Runs on one replica.
@@ -340,10 +375,14 @@ impl Executable {
         };
         let mut eval = EvalOptions::with_seed(options.seed);
         eval.while_iteration_limit = self.options.while_iteration_limit;
-        let result = match self.client.shared.backend {
-            Backend::Interpreter => oxla_interp::evaluate(&self.module, args, &eval, &services),
+        eval.max_array_bytes = self.options.max_array_bytes;
+        let result = match &self.cpu {
+            None => {
+                oxla_interp::evaluate(&self.module, args, &eval, &services).map_err(Error::from)
+            }
+            Some(cpu) => cpu.execute(args, &eval, &services).map_err(Error::from),
         };
         rendezvous.finish(replica as u32);
-        Ok(result?)
+        result
     }
 }

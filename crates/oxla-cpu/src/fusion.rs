@@ -1,0 +1,694 @@
+//! Loop fusion: groups element-wise instructions of one computation with
+//! the broadcasts, reshapes, transposes, slices, reverses, iotas and
+//! constants that feed them into fused loops, so intermediate values never
+//! reach memory. A producer joins its consumer's group when every user of
+//! the producer is in the group, or when it is cheap to recompute (index
+//! operations, iotas, constants), in which case it may belong to several.
+
+use std::collections::{BTreeSet, HashMap};
+
+use oxla_hlo::ir::ComparisonType;
+use oxla_hlo::{HloComputation, HloInstruction, HloModule, InstrId, Opcode, PrimitiveType, Scalar};
+
+use crate::kernels::Kernel;
+use crate::kernels::copy::CopyKernel;
+use crate::kernels::fused::{Binary, FusedLoop, Leaf, Op, Src, Unary};
+use crate::kernels::reduce::ReduceLoop;
+use crate::kernels::view::View;
+
+/// A fused kernel and the instructions whose values it reads.
+pub(crate) struct Group {
+    pub kernel: Box<dyn Kernel>,
+    pub inputs: Vec<usize>,
+}
+
+/// The fusion decisions for one computation.
+pub(crate) struct Fusion {
+    /// Groups by root instruction.
+    pub groups: HashMap<usize, Group>,
+    /// Instructions computed inside groups that need no step of their own.
+    pub absorbed: Vec<bool>,
+}
+
+fn array_type(instr: &HloInstruction) -> Option<PrimitiveType> {
+    instr.shape.element_type()
+}
+
+fn is_index_op(op: Opcode) -> bool {
+    matches!(
+        op,
+        Opcode::Broadcast
+            | Opcode::Reshape
+            | Opcode::Transpose
+            | Opcode::Slice
+            | Opcode::Reverse
+            | Opcode::Copy
+    )
+}
+
+pub(crate) fn unary_of(op: Opcode) -> Option<Unary> {
+    Some(match op {
+        Opcode::Abs => Unary::Abs,
+        Opcode::Negate => Unary::Neg,
+        Opcode::Exp => Unary::Exp,
+        Opcode::Expm1 => Unary::Expm1,
+        Opcode::Log => Unary::Log,
+        Opcode::Log1p => Unary::Log1p,
+        Opcode::Logistic => Unary::Logistic,
+        Opcode::Tanh => Unary::Tanh,
+        Opcode::Sqrt => Unary::Sqrt,
+        Opcode::Rsqrt => Unary::Rsqrt,
+        Opcode::Sin => Unary::Sin,
+        Opcode::Cos => Unary::Cos,
+        Opcode::Floor => Unary::Floor,
+        Opcode::Ceil => Unary::Ceil,
+        Opcode::RoundNearestEven => Unary::RoundEven,
+        Opcode::RoundNearestAfz => Unary::RoundAfz,
+        Opcode::Sign => Unary::Sign,
+        Opcode::Erf => Unary::Erf,
+        Opcode::Not => Unary::Not,
+        Opcode::IsFinite => Unary::IsFinite,
+        _ => return None,
+    })
+}
+
+pub(crate) fn binary_of(op: Opcode) -> Option<Binary> {
+    Some(match op {
+        Opcode::Add => Binary::Add,
+        Opcode::Subtract => Binary::Sub,
+        Opcode::Multiply => Binary::Mul,
+        Opcode::Divide => Binary::Div,
+        Opcode::Maximum => Binary::Max,
+        Opcode::Minimum => Binary::Min,
+        Opcode::Power => Binary::Pow,
+        Opcode::Remainder => Binary::Rem,
+        Opcode::Atan2 => Binary::Atan2,
+        Opcode::And => Binary::And,
+        Opcode::Or => Binary::Or,
+        _ => return None,
+    })
+}
+
+/// The float type an element-wise instruction computes in, if a fused loop
+/// can evaluate it (f32 or f64 values, and pred values as 0/1).
+fn compute_type(comp: &HloComputation, instr: &HloInstruction) -> Option<Option<PrimitiveType>> {
+    let out = array_type(instr)?;
+    let operand_type = |k: usize| {
+        instr
+            .operands
+            .get(k)
+            .and_then(|o| array_type(comp.instruction(*o)))
+    };
+    let float = |t: PrimitiveType| matches!(t, PrimitiveType::F32 | PrimitiveType::F64);
+    let pred = PrimitiveType::Pred;
+    match instr.opcode {
+        Opcode::Not | Opcode::And | Opcode::Or if out == pred => Some(None),
+        Opcode::IsFinite => operand_type(0).filter(|&t| float(t)).map(Some),
+        op if unary_of(op).is_some() || binary_of(op).is_some() => float(out).then_some(Some(out)),
+        Opcode::Compare => {
+            let t = operand_type(0)?;
+            let default = matches!(
+                instr.attrs.comparison_type,
+                None | Some(ComparisonType::Float)
+            );
+            if float(t) && default {
+                Some(Some(t))
+            } else if t == pred
+                && matches!(
+                    instr.attrs.comparison_type,
+                    None | Some(ComparisonType::Unsigned)
+                )
+            {
+                Some(None)
+            } else {
+                None
+            }
+        }
+        Opcode::Select | Opcode::Clamp if float(out) => Some(Some(out)),
+        Opcode::Select if out == pred => Some(None),
+        Opcode::Convert => {
+            let from = operand_type(0)?;
+            match (from, out) {
+                (a, b) if a == b && float(a) => Some(Some(a)),
+                (a, b) if a == pred && float(b) => Some(Some(b)),
+                (a, b) if float(a) && b == pred => Some(Some(a)),
+                (a, b) if a == pred && b == pred => Some(None),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Whether the value of `instr` can be a leaf or index step of a loop of type `ty`.
+fn leaf_type_ok(instr: &HloInstruction, ty: PrimitiveType) -> bool {
+    matches!(array_type(instr), Some(t) if t == ty || t == PrimitiveType::Pred)
+}
+
+/// The binary operation a reduction computation applies, if it is just
+/// `op(p0, p1)` (either order) with add, multiply, maximum or minimum.
+fn reducer(module: &HloModule, instr: &HloInstruction) -> Option<Binary> {
+    let comp = module.computations().get(instr.called.to_apply?.index())?;
+    let root = comp.root_instruction();
+    let op = match root.opcode {
+        Opcode::Add => Binary::Add,
+        Opcode::Multiply => Binary::Mul,
+        Opcode::Maximum => Binary::Max,
+        Opcode::Minimum => Binary::Min,
+        _ => return None,
+    };
+    let params: Vec<Option<usize>> = root
+        .operands
+        .iter()
+        .map(|o| {
+            comp.instruction(*o)
+                .attrs
+                .parameter_number
+                .filter(|_| comp.instruction(*o).opcode == Opcode::Parameter)
+        })
+        .collect();
+    let ok = comp.num_parameters() == 2
+        && (params == [Some(0), Some(1)] || params == [Some(1), Some(0)]);
+    ok.then_some(op)
+}
+
+/// Plans fusion for the live instructions of `comp`.
+pub(crate) fn plan(module: &HloModule, comp: &HloComputation, live: &[bool]) -> Fusion {
+    let instrs = comp.instructions();
+    let n = instrs.len();
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (k, instr) in instrs.iter().enumerate() {
+        if live[k] {
+            for o in &instr.operands {
+                if !users[o.index()].contains(&k) {
+                    users[o.index()].push(k);
+                }
+            }
+        }
+    }
+    let root = comp.root().index();
+    let mut in_some_group = vec![false; n];
+    // Whether an instruction's value is materialised (has a step of its own).
+    let mut emitted = vec![false; n];
+    let mut groups: HashMap<usize, Group> = HashMap::new();
+    // Values some planned group reads from a buffer.
+    let mut group_inputs = vec![false; n];
+    for k in (0..n).rev() {
+        if !live[k] {
+            continue;
+        }
+        let instr = &instrs[k];
+        if in_some_group[k] {
+            // Computed inside groups; it still needs a step if something reads its buffer.
+            // Read by a step that is not a group (it runs on buffers), or by a group's inputs.
+            let read = |u: &usize| emitted[*u] && !groups.contains_key(u);
+            let needed = k == root
+                || instr.opcode.has_side_effect()
+                || group_inputs[k]
+                || users[k].iter().any(read);
+            if !needed {
+                continue;
+            }
+        }
+        emitted[k] = true;
+        let planned = if instr.opcode == Opcode::Reduce {
+            plan_reduce(module, comp, k, &users)
+        } else if is_index_op(instr.opcode) {
+            plan_copy(comp, k, &users).or_else(|| plan_loop(comp, k, &users))
+        } else {
+            plan_loop(comp, k, &users)
+        };
+        let Some((members, kernel, inputs)) = planned else {
+            continue;
+        };
+        for &m in &members {
+            in_some_group[m] = true;
+        }
+        for &i in &inputs {
+            group_inputs[i] = true;
+        }
+        groups.insert(k, Group { kernel, inputs });
+    }
+    let absorbed = (0..n).map(|k| live[k] && !emitted[k]).collect();
+    Fusion { groups, absorbed }
+}
+
+/// Whether an instruction is something fusion turns into (part of) a kernel.
+fn fusible_user(comp: &HloComputation, instr: &HloInstruction) -> bool {
+    compute_type(comp, instr).is_some()
+        || is_index_op(instr.opcode)
+        || instr.opcode == Opcode::Reduce
+}
+
+type Planned = (BTreeSet<usize>, Box<dyn Kernel>, Vec<usize>);
+
+/// An element-wise (or index-only) loop rooted at `k`.
+fn plan_loop(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<Planned> {
+    let instr = comp.instruction(InstrId::new(k));
+    let ty = match compute_type(comp, instr) {
+        Some(t) => t.unwrap_or(PrimitiveType::F32),
+        None if is_index_op(instr.opcode)
+            && matches!(
+                array_type(instr),
+                Some(PrimitiveType::F32 | PrimitiveType::F64)
+            ) =>
+        {
+            array_type(instr)?
+        }
+        None => return None,
+    };
+    let dims = instr.shape.as_array()?.dims().to_vec();
+    let members = grow(
+        comp,
+        k,
+        &instr.operands.iter().map(|o| o.index()).collect::<Vec<_>>(),
+        ty,
+        &dims,
+        users,
+    );
+    let (kernel, inputs) = build(comp, k, ty, &members)?;
+    Some((members, Box::new(kernel), inputs))
+}
+
+/// A chain of index operations over one input, of any element type: a copy.
+fn plan_copy(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<Planned> {
+    let instr = comp.instruction(InstrId::new(k));
+    let out = instr.shape.as_array()?;
+    let ty = out.element_type();
+    let grown = grow(
+        comp,
+        k,
+        &instr.operands.iter().map(|o| o.index()).collect::<Vec<_>>(),
+        ty,
+        out.dims(),
+        users,
+    );
+    // The copy is the chain of index operations from `k` down; whatever the
+    // chain reads (a constant or iota included) is a buffer of its own.
+    let mut members = BTreeSet::from([k]);
+    let mut at = k;
+    while let Some(&op) = comp.instruction(InstrId::new(at)).operands.first() {
+        let op = op.index();
+        if !grown.contains(&op) || !is_index_op(comp.instruction(InstrId::new(op)).opcode) {
+            break;
+        }
+        members.insert(op);
+        at = op;
+    }
+    let (base, view) = Builder::new(comp, ty, &members).view_of(k)?;
+    if members.contains(&base) {
+        return None;
+    }
+    let kernel = CopyKernel {
+        ty,
+        view,
+        out_dims: out.dims().to_vec(),
+    };
+    Some((members, Box::new(kernel), vec![base]))
+}
+
+/// A reduction rooted at `k`, with the element-wise work on its input fused in.
+fn plan_reduce(
+    module: &HloModule,
+    comp: &HloComputation,
+    k: usize,
+    users: &[Vec<usize>],
+) -> Option<Planned> {
+    let instr = comp.instruction(InstrId::new(k));
+    if instr.operands.len() != 2 {
+        return None;
+    }
+    let op = reducer(module, instr)?;
+    let ty = array_type(instr).filter(|t| matches!(t, PrimitiveType::F32 | PrimitiveType::F64))?;
+    let input = instr.operands[0].index();
+    let in_dims = comp
+        .instruction(instr.operands[0])
+        .shape
+        .as_array()?
+        .dims()
+        .to_vec();
+    let members = grow(comp, k, &[input], ty, &in_dims, users);
+    let mut b = Builder::new(comp, ty, &members);
+    let result = b.value(input, &in_dims)?;
+    let init_input = b.input(instr.operands[1].index());
+    let input_loop = b.finish(result, ty, &in_dims)?;
+    let reduced_dims = instr.attrs.dimensions.as_ref()?;
+    let reduced = (0..in_dims.len() as i64)
+        .map(|d| reduced_dims.contains(&d))
+        .collect();
+    let out_dims = instr.shape.as_array()?.dims().to_vec();
+    let inputs = b.inputs;
+    let kernel = ReduceLoop {
+        input: input_loop,
+        reduced,
+        op,
+        init_input,
+        out_dims,
+    };
+    Some((members, Box::new(kernel), inputs))
+}
+
+/// The members of the group rooted at `root`, found from the root down
+/// starting at `start`; element-wise members run over `root_dims`.
+fn grow(
+    comp: &HloComputation,
+    root: usize,
+    start: &[usize],
+    ty: PrimitiveType,
+    root_dims: &[i64],
+    users: &[Vec<usize>],
+) -> BTreeSet<usize> {
+    let instrs = comp.instructions();
+    let mut members = BTreeSet::from([root]);
+    // Candidates in decreasing index order, so a producer is considered
+    // after every user that could join.
+    let mut queue: BTreeSet<usize> = start.iter().copied().collect();
+    while let Some(o) = queue.pop_last() {
+        let instr = &instrs[o];
+        let cheap = is_index_op(instr.opcode)
+            || instr.opcode == Opcode::Iota
+            || (instr.opcode == Opcode::Constant && instr.shape.is_scalar());
+        let elementwise = compute_type(comp, instr).is_some_and(|t| t.is_none_or(|t| t == ty));
+        // Elementwise members run over the loop's own iteration space.
+        let same_dims = instr
+            .shape
+            .as_array()
+            .is_some_and(|a| a.dims() == root_dims);
+        // Users inside the group that are index operations need an index-only producer.
+        let index_users = users[o]
+            .iter()
+            .any(|u| members.contains(u) && is_index_op(instrs[*u].opcode));
+        let joinable = if elementwise && same_dims && !index_users {
+            // Joins when every user is in the group; an element-wise value
+            // with a few other users that are kernels too is recomputed in
+            // each of them rather than stored and read back.
+            let inside = users[o].iter().all(|u| members.contains(u));
+            let duplicable =
+                users[o].len() <= 3 && users[o].iter().all(|&u| fusible_user(comp, &instrs[u]));
+            inside || duplicable
+        } else if cheap {
+            let typed = match instr.opcode {
+                Opcode::Iota => array_type(instr) == Some(ty),
+                _ => leaf_type_ok(instr, ty),
+            };
+            typed && (instr.opcode != Opcode::Copy || leaf_type_ok(instr, ty))
+        } else {
+            false
+        };
+        if joinable {
+            members.insert(o);
+            for op in &instr.operands {
+                queue.insert(op.index());
+            }
+        }
+    }
+    members
+}
+
+/// Builds the fused loop for a group; `None` if the group cannot be expressed.
+fn build(
+    comp: &HloComputation,
+    root: usize,
+    ty: PrimitiveType,
+    members: &BTreeSet<usize>,
+) -> Option<(FusedLoop, Vec<usize>)> {
+    let out = comp.instruction(InstrId::new(root)).shape.as_array()?;
+    let out_ty = out.element_type();
+    if out_ty != ty && out_ty != PrimitiveType::Pred {
+        return None;
+    }
+    let mut b = Builder::new(comp, ty, members);
+    let result = b.value(root, out.dims())?;
+    let kernel = b.finish(result, out_ty, out.dims())?;
+    Some((kernel, b.inputs))
+}
+
+struct Builder<'c> {
+    comp: &'c HloComputation,
+    ty: PrimitiveType,
+    members: &'c BTreeSet<usize>,
+    leaves: Vec<Leaf>,
+    /// Kernel input k is the value of instruction `inputs[k]`.
+    inputs: Vec<usize>,
+    /// SSA code: operation k writes virtual register k.
+    code: Vec<Op>,
+    memo: HashMap<usize, Src>,
+    leaf_memo: HashMap<(usize, Vec<i64>, Vec<i64>, i64), Src>,
+}
+
+impl<'c> Builder<'c> {
+    fn new(
+        comp: &'c HloComputation,
+        ty: PrimitiveType,
+        members: &'c BTreeSet<usize>,
+    ) -> Builder<'c> {
+        Builder {
+            comp,
+            ty,
+            members,
+            leaves: Vec::new(),
+            inputs: Vec::new(),
+            code: Vec::new(),
+            memo: HashMap::new(),
+            leaf_memo: HashMap::new(),
+        }
+    }
+
+    /// The loop computing `result` over `dims`, with registers allocated.
+    fn finish(&mut self, result: Src, out_ty: PrimitiveType, dims: &[i64]) -> Option<FusedLoop> {
+        let (code, (registers, physical)) =
+            allocate_registers(std::mem::take(&mut self.code), result);
+        let result = match result {
+            Src::Reg(r) => Src::Reg(physical[r]),
+            leaf => leaf,
+        };
+        let leaves = std::mem::take(&mut self.leaves);
+        Some(FusedLoop {
+            ty: self.ty,
+            out_ty,
+            dims: dims.to_vec(),
+            leaves,
+            code,
+            result,
+            registers,
+        })
+    }
+
+    fn input(&mut self, instr: usize) -> usize {
+        match self.inputs.iter().position(|&i| i == instr) {
+            Some(k) => k,
+            None => {
+                self.inputs.push(instr);
+                self.inputs.len() - 1
+            }
+        }
+    }
+
+    fn leaf(&mut self, key: (usize, Vec<i64>, Vec<i64>, i64), leaf: Leaf) -> Src {
+        if let Some(&s) = self.leaf_memo.get(&key) {
+            return s;
+        }
+        self.leaves.push(leaf);
+        let s = Src::Leaf(self.leaves.len() - 1);
+        self.leaf_memo.insert(key, s);
+        s
+    }
+
+    /// The value of instruction `k` over the loop's iteration space `dims`.
+    fn value(&mut self, k: usize, dims: &[i64]) -> Option<Src> {
+        if let Some(&s) = self.memo.get(&k) {
+            return Some(s);
+        }
+        let instr = self.comp.instruction(InstrId::new(k));
+        let s = if !self.members.contains(&k)
+            || is_index_op(instr.opcode)
+            || instr.opcode == Opcode::Iota
+            || instr.opcode == Opcode::Constant
+        {
+            self.view_leaf(k, dims)?
+        } else {
+            let mut ops = Vec::with_capacity(instr.operands.len());
+            for o in &instr.operands {
+                ops.push(self.value(o.index(), dims)?);
+            }
+            let op = if let Some(u) = unary_of(instr.opcode) {
+                Op::Unary(u, ops[0])
+            } else if let Some(b) = binary_of(instr.opcode) {
+                Op::Binary(b, ops[0], ops[1])
+            } else {
+                match instr.opcode {
+                    Opcode::Compare => {
+                        Op::Compare(instr.attrs.comparison_direction?, ops[0], ops[1])
+                    }
+                    Opcode::Select => Op::Select(ops[0], ops[1], ops[2]),
+                    Opcode::Clamp => Op::Clamp(ops[0], ops[1], ops[2]),
+                    Opcode::Convert => {
+                        let from = self
+                            .comp
+                            .instruction(instr.operands[0])
+                            .shape
+                            .element_type()?;
+                        let to = instr.shape.element_type()?;
+                        if to == PrimitiveType::Pred && from != PrimitiveType::Pred {
+                            // x != 0, as 0/1.
+                            let zero =
+                                self.leaf((usize::MAX, vec![], vec![], 0), Leaf::Scalar(0.0));
+                            Op::Compare(oxla_hlo::ir::ComparisonDirection::Ne, ops[0], zero)
+                        } else {
+                            // pred -> float and same-type converts keep the 0/1 or value.
+                            self.memo.insert(k, ops[0]);
+                            return Some(ops[0]);
+                        }
+                    }
+                    _ => return None,
+                }
+            };
+            self.code.push(op);
+            Src::Reg(self.code.len() - 1)
+        };
+        self.memo.insert(k, s);
+        Some(s)
+    }
+
+    /// A leaf reading instruction `k` through the chain of index operations above it.
+    fn view_leaf(&mut self, k: usize, dims: &[i64]) -> Option<Src> {
+        let (base, view) = self.view_of(k)?;
+        if view.dims != dims {
+            return None;
+        }
+        let instr = self.comp.instruction(InstrId::new(base));
+        let key = (base, view.strides.clone(), view.dims.clone(), view.offset);
+        if self.members.contains(&base) && instr.opcode == Opcode::Iota {
+            return Some(self.leaf(key, Leaf::Affine(view)));
+        }
+        if self.members.contains(&base) && instr.opcode == Opcode::Constant {
+            let l = instr.attrs.literal.as_ref()?.as_array()?;
+            if l.element_count() != 1 {
+                return None;
+            }
+            let v = match l.data().scalar(0) {
+                Scalar::Pred(p) => p as u8 as f64,
+                Scalar::Float(f) => f,
+                Scalar::Int(i) => i as f64,
+                Scalar::Complex(..) => return None,
+            };
+            return Some(self.leaf(key, Leaf::Scalar(v)));
+        }
+        let ty = instr.shape.element_type()?;
+        if ty != self.ty && ty != PrimitiveType::Pred {
+            return None;
+        }
+        let input = self.input(base);
+        Some(self.leaf(key, Leaf::Input { input, ty, view }))
+    }
+
+    /// The buffer (or iota/constant) under a chain of member index operations, and the composed view.
+    fn view_of(&self, k: usize) -> Option<(usize, View)> {
+        let instr = self.comp.instruction(InstrId::new(k));
+        let dims = instr.shape.as_array()?.dims().to_vec();
+        if !self.members.contains(&k) {
+            return Some((k, View::contiguous(&dims)));
+        }
+        match instr.opcode {
+            Opcode::Iota => {
+                let d = instr.attrs.iota_dimension? as usize;
+                let mut strides = vec![0i64; dims.len()];
+                *strides.get_mut(d)? = 1;
+                Some((
+                    k,
+                    View {
+                        dims,
+                        offset: 0,
+                        strides,
+                    },
+                ))
+            }
+            Opcode::Constant => Some((
+                k,
+                View {
+                    dims: dims.clone(),
+                    offset: 0,
+                    strides: vec![0; dims.len()],
+                },
+            )),
+            _ => {
+                let operand = instr.operands.first()?.index();
+                let (base, v) = self.view_of(operand)?;
+                let view = match instr.opcode {
+                    Opcode::Broadcast => v.broadcast(&dims, instr.attrs.dimensions.as_ref()?),
+                    Opcode::Transpose => v.transpose(instr.attrs.dimensions.as_ref()?),
+                    Opcode::Slice => v.slice(instr.attrs.slice.as_ref()?),
+                    Opcode::Reverse => v.reverse(instr.attrs.dimensions.as_ref()?),
+                    Opcode::Reshape => v.reshape(&dims)?,
+                    Opcode::Copy => v,
+                    _ => return None,
+                };
+                Some((base, view))
+            }
+        }
+    }
+}
+
+/// Maps SSA values to a small set of reusable registers: a register is free
+/// again after the last read of its value. Returns the code with physical
+/// registers, and (register count, virtual-to-physical map).
+pub(crate) fn allocate_registers(
+    code: Vec<Op>,
+    result: Src,
+) -> (Vec<(Op, usize)>, (usize, Vec<usize>)) {
+    let n = code.len();
+    let reads = |op: &Op| -> Vec<Src> {
+        match *op {
+            Op::Unary(_, a) => vec![a],
+            Op::Binary(_, a, b) | Op::Compare(_, a, b) => vec![a, b],
+            Op::Select(a, b, c) | Op::Clamp(a, b, c) => vec![a, b, c],
+        }
+    };
+    // The last operation reading each value; a value nobody reads dies where it is made.
+    let mut last_use: Vec<usize> = (0..n).collect();
+    for (i, op) in code.iter().enumerate() {
+        for s in reads(op) {
+            if let Src::Reg(r) = s {
+                last_use[r] = i;
+            }
+        }
+    }
+    if let Src::Reg(r) = result {
+        last_use[r] = usize::MAX;
+    }
+    let mut dies_at: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (v, &lu) in last_use.iter().enumerate() {
+        if lu < n {
+            dies_at[lu].push(v);
+        }
+    }
+    let mut physical = vec![0usize; n];
+    let mut free: Vec<usize> = Vec::new();
+    let mut count = 0usize;
+    let mut out = Vec::with_capacity(n);
+    for (i, op) in code.into_iter().enumerate() {
+        // The destination is picked before this operation's operands are
+        // freed, so it never aliases one of them.
+        let dst = free.pop().unwrap_or_else(|| {
+            count += 1;
+            count - 1
+        });
+        physical[i] = dst;
+        let map = |s: Src| match s {
+            Src::Reg(r) => Src::Reg(physical[r]),
+            leaf => leaf,
+        };
+        let op = match op {
+            Op::Unary(u, a) => Op::Unary(u, map(a)),
+            Op::Binary(b, x, y) => Op::Binary(b, map(x), map(y)),
+            Op::Compare(d, x, y) => Op::Compare(d, map(x), map(y)),
+            Op::Select(p, x, y) => Op::Select(map(p), map(x), map(y)),
+            Op::Clamp(l, x, h) => Op::Clamp(map(l), map(x), map(h)),
+        };
+        out.push((op, dst));
+        for &v in &dies_at[i] {
+            free.push(physical[v]);
+        }
+    }
+    (out, (count, physical))
+}

@@ -1,0 +1,485 @@
+//! Convolution as matrix products: for each batch element and feature
+//! group, the input patches are laid out as a matrix with one row per
+//! (input feature, kernel position) and one column per output position
+//! (im2col, transposed, so rows copy along the input's innermost spatial
+//! dimension), and the kernel as a matrix with one row per output feature;
+//! their product is the output, written straight into place through
+//! strides. Padding (negative too), strides, and dilation of the input and
+//! of the kernel are handled while building the patches. Any dimension
+//! layout works; batch groups and reversed windows go to the interpreter.
+
+use oxla_hlo::ir::{ConvDimensionNumbers, Window};
+use oxla_hlo::{
+    ArrayData, ArrayLiteral, ArrayShape, HloComputation, HloInstruction, PrimitiveType,
+};
+
+use rayon::prelude::*;
+
+use super::Kernel;
+use crate::buffer::Pool;
+use crate::value::Value;
+
+#[derive(Clone, Debug)]
+pub(crate) struct ConvKernel {
+    ty: PrimitiveType,
+    lhs_dims: Vec<i64>,
+    rhs_dims: Vec<i64>,
+    out_dims: Vec<i64>,
+    d: ConvDimensionNumbers,
+    window: Window,
+    groups: usize,
+}
+
+pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<ConvKernel> {
+    let ty = instr.shape.element_type()?;
+    if !matches!(ty, PrimitiveType::F32 | PrimitiveType::F64) {
+        return None;
+    }
+    let l = comp.instruction(instr.operands[0]).shape.as_array()?;
+    let r = comp.instruction(instr.operands[1]).shape.as_array()?;
+    if l.element_type() != ty
+        || r.element_type() != ty
+        || instr.attrs.batch_group_count.unwrap_or(1) != 1
+    {
+        return None;
+    }
+    let window = instr.attrs.window.clone()?;
+    if window.dims.iter().any(|w| w.window_reversal) {
+        return None;
+    }
+    Some(ConvKernel {
+        ty,
+        lhs_dims: l.dims().to_vec(),
+        rhs_dims: r.dims().to_vec(),
+        out_dims: instr.shape.as_array()?.dims().to_vec(),
+        d: instr.attrs.conv_dnums.clone()?,
+        window,
+        groups: instr.attrs.feature_group_count.unwrap_or(1).max(1) as usize,
+    })
+}
+
+fn row_major(dims: &[i64]) -> Vec<usize> {
+    let mut s = vec![1usize; dims.len()];
+    for i in (0..dims.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * dims[i + 1] as usize;
+    }
+    s
+}
+
+/// Sizes shared by every batch element of one convolution.
+struct Geometry {
+    ls: Vec<usize>,
+    os: Vec<usize>,
+    cin_g: usize,
+    cout_g: usize,
+    in_sp: Vec<usize>,
+    k_sp: Vec<usize>,
+    o_sp: Vec<usize>,
+    /// Rows of the patch matrix: input features of a group times kernel positions.
+    rows: usize,
+    /// Columns: output positions.
+    s_total: usize,
+    o_stride: usize,
+    sp_strides: Vec<usize>,
+    /// Whether the output positions walk memory with one stride.
+    merged: bool,
+    s_stride: usize,
+}
+
+impl ConvKernel {
+    fn geometry(&self) -> Geometry {
+        let d = &self.d;
+        let n_sp = d.input_spatial_dimensions.len();
+        let ls = row_major(&self.lhs_dims);
+        let os = row_major(&self.out_dims);
+        let cin = self.lhs_dims[d.input_feature_dimension as usize] as usize;
+        let cout = self.rhs_dims[d.kernel_output_feature_dimension as usize] as usize;
+        let g = self.groups;
+        let in_sp: Vec<usize> = d
+            .input_spatial_dimensions
+            .iter()
+            .map(|&k| self.lhs_dims[k as usize] as usize)
+            .collect();
+        let k_sp: Vec<usize> = d
+            .kernel_spatial_dimensions
+            .iter()
+            .map(|&k| self.rhs_dims[k as usize] as usize)
+            .collect();
+        let o_sp: Vec<usize> = d
+            .output_spatial_dimensions
+            .iter()
+            .map(|&k| self.out_dims[k as usize] as usize)
+            .collect();
+        let kk: usize = k_sp.iter().product();
+        let s_total: usize = o_sp.iter().product();
+        let o_stride = os[d.output_feature_dimension as usize];
+        let sp_strides: Vec<usize> = d
+            .output_spatial_dimensions
+            .iter()
+            .map(|&k| os[k as usize])
+            .collect();
+        let merged = (0..n_sp.saturating_sub(1))
+            .all(|s| o_sp[s + 1] == 1 || sp_strides[s] == sp_strides[s + 1] * o_sp[s + 1]);
+        let s_stride = if n_sp == 0 { 1 } else { sp_strides[n_sp - 1] };
+        Geometry {
+            ls,
+            os,
+            cin_g: cin / g,
+            cout_g: cout / g,
+            in_sp,
+            k_sp,
+            o_sp,
+            rows: (cin / g) * kk,
+            s_total,
+            o_stride,
+            sp_strides,
+            merged,
+            s_stride,
+        }
+    }
+
+    /// The kernel of each group as a [cout_g, cin_g * kk] matrix, rows in
+    /// (feature, position) order.
+    fn kernel_matrix<T: oxla_hlo::NativeType>(
+        &self,
+        rhs: &[T],
+        geo: &Geometry,
+        pool: &Pool,
+    ) -> Vec<T> {
+        let d = &self.d;
+        let rs = row_major(&self.rhs_dims);
+        let n_sp = geo.k_sp.len();
+        let kk: usize = geo.k_sp.iter().product();
+        let cout = geo.cout_g * self.groups;
+        // Every element is written below.
+        let mut kmat = pool.take::<T>(cout * geo.rows);
+        let mut kpos = vec![0usize; n_sp];
+        for o in 0..cout {
+            for ci in 0..geo.cin_g {
+                for p in 0..kk {
+                    let mut rem = p;
+                    for s in (0..n_sp).rev() {
+                        kpos[s] = rem % geo.k_sp[s];
+                        rem /= geo.k_sp[s];
+                    }
+                    let mut off = o * rs[d.kernel_output_feature_dimension as usize]
+                        + ci * rs[d.kernel_input_feature_dimension as usize];
+                    for s in 0..n_sp {
+                        off += kpos[s] * rs[d.kernel_spatial_dimensions[s] as usize];
+                    }
+                    kmat[o * geo.rows + ci * kk + p] = rhs[off];
+                }
+            }
+        }
+        kmat
+    }
+
+    fn execute<T: oxla_hlo::NativeType>(
+        &self,
+        lhs: &[T],
+        rhs: &[T],
+        one: T,
+        zero: T,
+        pool: &Pool,
+    ) -> Vec<T> {
+        let d = &self.d;
+        let geo = self.geometry();
+        let batch = self.lhs_dims[d.input_batch_dimension as usize] as usize;
+        let mut out = pool.take::<T>(self.out_dims.iter().map(|&x| x as usize).product());
+        if out.is_empty() || geo.rows == 0 {
+            // No taps: every output sums nothing.
+            out.fill(zero);
+            return out;
+        }
+        let kmat = self.kernel_matrix(rhs, &geo, pool);
+        let flops = geo.cout_g * geo.s_total * geo.rows * self.groups;
+        let batch_stride = geo.os[d.output_batch_dimension as usize];
+        if batch > 1 && d.output_batch_dimension == 0 && flops >= 1 << 20 {
+            // Batch elements in parallel, each writing its own block of the
+            // output, each product on one thread.
+            out.par_chunks_mut(batch_stride)
+                .enumerate()
+                .for_each(|(b, block)| {
+                    let mut patches = pool.take::<T>(geo.rows * geo.s_total);
+                    let mut temp = if geo.merged {
+                        Vec::new()
+                    } else {
+                        pool.take::<T>(geo.cout_g * geo.s_total)
+                    };
+                    self.batch_element(
+                        lhs,
+                        &kmat,
+                        &geo,
+                        b,
+                        block,
+                        0,
+                        &mut patches,
+                        &mut temp,
+                        one,
+                        zero,
+                        gemm::Parallelism::None,
+                    );
+                    pool.give(patches);
+                    pool.give(temp);
+                });
+        } else {
+            let parallelism = if flops >= 1 << 20 {
+                gemm::Parallelism::Rayon(rayon::current_num_threads())
+            } else {
+                gemm::Parallelism::None
+            };
+            // Every patch element is written by im2col (zero in padding) before gemm reads it.
+            let mut patches = pool.take::<T>(geo.rows * geo.s_total);
+            let mut temp = if geo.merged {
+                Vec::new()
+            } else {
+                pool.take::<T>(geo.cout_g * geo.s_total)
+            };
+            for b in 0..batch {
+                self.batch_element(
+                    lhs,
+                    &kmat,
+                    &geo,
+                    b,
+                    &mut out,
+                    b * batch_stride,
+                    &mut patches,
+                    &mut temp,
+                    one,
+                    zero,
+                    parallelism,
+                );
+            }
+            pool.give(patches);
+            pool.give(temp);
+        }
+        pool.give(kmat);
+        out
+    }
+
+    /// The output of batch element `b` into `out`, whose element `base` is
+    /// the batch element's first output.
+    fn batch_element<T: oxla_hlo::NativeType>(
+        &self,
+        lhs: &[T],
+        kmat: &[T],
+        geo: &Geometry,
+        b: usize,
+        out: &mut [T],
+        base: usize,
+        patches: &mut [T],
+        temp: &mut [T],
+        one: T,
+        zero: T,
+        parallelism: gemm::Parallelism,
+    ) {
+        let n_sp = geo.o_sp.len();
+        let (cout_g, s_total, rows) = (geo.cout_g, geo.s_total, geo.rows);
+        for grp in 0..self.groups {
+            self.im2col(lhs, geo, b, grp * geo.cin_g, patches, zero);
+            let out_base = base + grp * cout_g * geo.o_stride;
+            let (dst, dst_rs, dst_cs): (*mut T, isize, isize) = if geo.merged {
+                // SAFETY (for the pointer arithmetic): out_base is inside `out`.
+                (
+                    unsafe { out.as_mut_ptr().add(out_base) },
+                    geo.o_stride as isize,
+                    geo.s_stride as isize,
+                )
+            } else {
+                (temp.as_mut_ptr(), s_total as isize, 1)
+            };
+            // SAFETY: kmat rows [grp*cout_g, (grp+1)*cout_g) are cout_g x rows,
+            // row-major; patches is rows x s_total, row-major; the destination
+            // addresses out_base + o*dst_rs + s*dst_cs for o < cout_g, s < s_total,
+            // all inside `out` (they are the group's output elements for batch b),
+            // or inside `temp`, which is cout_g x s_total.
+            unsafe {
+                gemm::gemm(
+                    cout_g,
+                    s_total,
+                    rows,
+                    dst,
+                    dst_cs,
+                    dst_rs,
+                    false,
+                    kmat.as_ptr().add(grp * cout_g * rows),
+                    1,
+                    rows as isize,
+                    patches.as_ptr(),
+                    1,
+                    s_total as isize,
+                    zero,
+                    one,
+                    false,
+                    false,
+                    false,
+                    parallelism,
+                );
+            }
+            if !geo.merged {
+                let mut pos = vec![0usize; n_sp];
+                for s in 0..s_total {
+                    let mut rem = s;
+                    for k in (0..n_sp).rev() {
+                        pos[k] = rem % geo.o_sp[k];
+                        rem /= geo.o_sp[k];
+                    }
+                    let sp_off: usize = pos.iter().zip(&geo.sp_strides).map(|(p, st)| p * st).sum();
+                    for o in 0..cout_g {
+                        out[out_base + o * geo.o_stride + sp_off] = temp[o * s_total + s];
+                    }
+                }
+            }
+        }
+    }
+
+    /// Fills `patches[(ci * kk + p) * s_total + s]` with the input value under
+    /// kernel position `p` for output position `s` (zero in padding and holes).
+    fn im2col<T: Copy>(
+        &self,
+        lhs: &[T],
+        geo: &Geometry,
+        b: usize,
+        c0: usize,
+        patches: &mut [T],
+        zero: T,
+    ) {
+        let d = &self.d;
+        let (in_sp, k_sp, o_sp) = (&geo.in_sp, &geo.k_sp, &geo.o_sp);
+        let n_sp = in_sp.len();
+        let kk: usize = k_sp.iter().product();
+        let s_total = geo.s_total;
+        let w = &self.window.dims;
+        let in_strides: Vec<usize> = d
+            .input_spatial_dimensions
+            .iter()
+            .map(|&k| geo.ls[k as usize])
+            .collect();
+        let base_b = b * geo.ls[d.input_batch_dimension as usize];
+        let fstride = geo.ls[d.input_feature_dimension as usize];
+        // The input index along spatial dim `s` for output index o and kernel index k, if any.
+        let source = |s: usize, o: usize, k: usize| -> Option<usize> {
+            let pos = o as i64 * w[s].stride + k as i64 * w[s].window_dilation - w[s].pad_low;
+            if pos < 0 || pos % w[s].base_dilation != 0 {
+                return None;
+            }
+            let i = pos / w[s].base_dilation;
+            (i < in_sp[s] as i64).then_some(i as usize)
+        };
+        let mut kpos = vec![0usize; n_sp];
+        let mut opos = vec![0usize; n_sp];
+        let last = n_sp.wrapping_sub(1);
+        let row_len = if n_sp == 0 { 1 } else { o_sp[last] };
+        for p in 0..kk {
+            let mut rem = p;
+            for s in (0..n_sp).rev() {
+                kpos[s] = rem % k_sp[s];
+                rem /= k_sp[s];
+            }
+            // Along the innermost spatial dimension: the outputs [lo, hi) read
+            // the input at first + (o - lo) * step; the rest is padding.
+            let (lo, hi, first, step) = if n_sp == 0 {
+                (0, 1, 0, 0)
+            } else {
+                let valid: Vec<(usize, usize)> = (0..row_len)
+                    .filter_map(|o| source(last, o, kpos[last]).map(|i| (o, i)))
+                    .collect();
+                let regular = valid.windows(2).all(|v| v[1].0 == v[0].0 + 1)
+                    && valid
+                        .windows(2)
+                        .all(|v| v[1].1 as i64 - v[0].1 as i64 == w[last].stride);
+                match (valid.first(), valid.last()) {
+                    (Some(&(lo, first)), Some(&(last_o, _)))
+                        if regular && w[last].base_dilation == 1 =>
+                    {
+                        (
+                            lo,
+                            last_o + 1,
+                            first,
+                            w[last].stride as usize * in_strides[last],
+                        )
+                    }
+                    (None, _) => (0, 0, 0, 0),
+                    // Holes from base dilation: element by element.
+                    _ => (usize::MAX, 0, 0, 0),
+                }
+            };
+            let outer_count: usize = s_total / row_len.max(1);
+            for ci in 0..geo.cin_g {
+                let row = &mut patches[(ci * kk + p) * s_total..(ci * kk + p + 1) * s_total];
+                let feature_base = base_b + (c0 + ci) * fstride;
+                for oc in 0..outer_count {
+                    let mut rem = oc;
+                    let mut off = Some(feature_base);
+                    for s in (0..n_sp.saturating_sub(1)).rev() {
+                        opos[s] = rem % o_sp[s];
+                        rem /= o_sp[s];
+                        off = match (off, source(s, opos[s], kpos[s])) {
+                            (Some(o), Some(i)) => Some(o + i * in_strides[s]),
+                            _ => None,
+                        };
+                    }
+                    let seg = &mut row[oc * row_len..(oc + 1) * row_len];
+                    match off {
+                        None => seg.fill(zero),
+                        Some(base) if lo == usize::MAX => {
+                            let st = in_strides[last];
+                            for (o, v) in seg.iter_mut().enumerate() {
+                                *v = match source(last, o, kpos[last]) {
+                                    Some(i) => lhs[base + i * st],
+                                    None => zero,
+                                };
+                            }
+                        }
+                        Some(base) => {
+                            seg[..lo].fill(zero);
+                            seg[hi..].fill(zero);
+                            let start = base
+                                + if n_sp == 0 {
+                                    0
+                                } else {
+                                    first * in_strides[last]
+                                };
+                            let inner = &mut seg[lo..hi];
+                            if step == 1 {
+                                inner.copy_from_slice(&lhs[start..start + inner.len()]);
+                            } else {
+                                for (j, v) in inner.iter_mut().enumerate() {
+                                    *v = lhs[start + j * step];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Kernel for ConvKernel {
+    fn name(&self) -> &'static str {
+        "convolution (im2col + gemm)"
+    }
+
+    fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
+        let (Some(l), Some(r)) = (
+            inputs.first().and_then(Value::array),
+            inputs.get(1).and_then(Value::array),
+        ) else {
+            return Err("a convolution reads two arrays".into());
+        };
+        let data = match (l.data(), r.data()) {
+            (ArrayData::F32(a), ArrayData::F32(b)) => {
+                ArrayData::F32(self.execute(a, b, 1.0f32, 0.0, pool))
+            }
+            (ArrayData::F64(a), ArrayData::F64(b)) => {
+                ArrayData::F64(self.execute(a, b, 1.0f64, 0.0, pool))
+            }
+            _ => return Err("convolution operands must be f32 or f64".into()),
+        };
+        let shape = ArrayShape::new(self.ty, self.out_dims.clone()).map_err(|e| e.to_string())?;
+        Ok(Value::owned(
+            ArrayLiteral::new(shape, data).map_err(|e| e.to_string())?,
+        ))
+    }
+}

@@ -1,0 +1,1026 @@
+//! The fused loop: an element-wise expression over one iteration space,
+//! evaluated tile by tile. Leaves read inputs through strided views (so
+//! broadcasts, transposes, slices and reshapes are free), generate iota
+//! values, or hold constants; each operation of the expression runs over a
+//! whole tile (a few hundred elements kept in L1), which the compiler
+//! vectorises. The tile loop is compiled three times, for AVX-512, for
+//! AVX2 with FMA, and for the baseline, and the best one for the running CPU
+//! is chosen once.
+
+use oxla_hlo::ir::ComparisonDirection;
+use oxla_hlo::{ArrayData, ArrayLiteral, ArrayShape, PrimitiveType};
+use rayon::prelude::*;
+
+use super::Kernel;
+use super::math;
+use super::view::View;
+use crate::buffer::Pool;
+use crate::value::Value;
+
+/// Elements per tile: 8 KiB of f64 or 4 KiB of f32 per register.
+pub(crate) const TILE: usize = 1024;
+/// Below this many elements a loop runs on one thread.
+pub(crate) const PARALLEL_MIN: usize = 1 << 17;
+
+/// Where an operation reads a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Src {
+    Leaf(usize),
+    Reg(usize),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unary {
+    Abs,
+    Neg,
+    Exp,
+    Expm1,
+    Log,
+    Log1p,
+    Logistic,
+    Tanh,
+    Sqrt,
+    Rsqrt,
+    Sin,
+    Cos,
+    Floor,
+    Ceil,
+    RoundEven,
+    RoundAfz,
+    Sign,
+    Erf,
+    /// Logical not of a 0/1 predicate.
+    Not,
+    /// 1 where finite, 0 elsewhere.
+    IsFinite,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Binary {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Max,
+    Min,
+    Pow,
+    Rem,
+    Atan2,
+    /// Logical and/or of 0/1 predicates.
+    And,
+    Or,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    Unary(Unary, Src),
+    Binary(Binary, Src, Src),
+    /// 1 or 0.
+    Compare(ComparisonDirection, Src, Src),
+    /// pred ? a : b, with pred a 0/1 value.
+    Select(Src, Src, Src),
+    /// min(max(x, lo), hi).
+    Clamp(Src, Src, Src),
+}
+
+/// One leaf of the expression.
+#[derive(Clone, Debug)]
+pub(crate) enum Leaf {
+    /// Kernel input `input` (of element type `ty`: the loop's type or pred), read through `view`.
+    Input {
+        input: usize,
+        ty: PrimitiveType,
+        view: View,
+    },
+    /// The value `view.offset + index . view.strides` (an iota, after index operations).
+    Affine(View),
+    /// A constant.
+    Scalar(f64),
+}
+
+/// A compiled fused loop.
+#[derive(Clone, Debug)]
+pub(crate) struct FusedLoop {
+    /// The loop's floating-point type (f32 or f64); predicates are 0/1 of it.
+    pub ty: PrimitiveType,
+    /// The result's element type: `ty` or pred.
+    pub out_ty: PrimitiveType,
+    pub dims: Vec<i64>,
+    pub leaves: Vec<Leaf>,
+    /// Each operation writes its own register `dst`.
+    pub code: Vec<(Op, usize)>,
+    pub result: Src,
+    pub registers: usize,
+}
+
+/// A float type the loop computes in.
+pub(crate) trait Float:
+    oxla_hlo::NativeType
+    + super::minmax::MinMax
+    + Copy
+    + Default
+    + PartialOrd
+    + Send
+    + Sync
+    + 'static
+    + std::ops::Add<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Div<Output = Self>
+    + std::ops::Neg<Output = Self>
+    + std::ops::Rem<Output = Self>
+{
+    const ZERO: Self;
+    fn from_f64(v: f64) -> Self;
+    fn from_bool(b: bool) -> Self;
+    fn abs(self) -> Self;
+    fn sqrt(self) -> Self;
+    fn floor(self) -> Self;
+    fn ceil(self) -> Self;
+    fn round_even(self) -> Self;
+    fn round_afz(self) -> Self;
+    fn sign(self) -> Self;
+    fn not(self) -> Self;
+    fn is_finite01(self) -> Self;
+    fn exp<const FMA: bool>(self) -> Self;
+    fn log<const FMA: bool>(self) -> Self;
+    fn tanh<const FMA: bool>(self) -> Self;
+    fn logistic<const FMA: bool>(self) -> Self;
+    fn erf<const FMA: bool>(self) -> Self;
+    fn rsqrt(self) -> Self;
+    fn expm1(self) -> Self;
+    fn log1p(self) -> Self;
+    fn sin(self) -> Self;
+    fn cos(self) -> Self;
+    fn pow(a: Self, b: Self) -> Self;
+    fn atan2(a: Self, b: Self) -> Self;
+}
+
+macro_rules! float_common {
+    ($t:ty) => {
+        const ZERO: Self = 0.0;
+        #[inline(always)]
+        fn from_f64(v: f64) -> Self {
+            v as $t
+        }
+        #[inline(always)]
+        fn from_bool(b: bool) -> Self {
+            if b { 1.0 } else { 0.0 }
+        }
+        #[inline(always)]
+        fn abs(self) -> Self {
+            <$t>::abs(self)
+        }
+        #[inline(always)]
+        fn sqrt(self) -> Self {
+            <$t>::sqrt(self)
+        }
+        #[inline(always)]
+        fn floor(self) -> Self {
+            <$t>::floor(self)
+        }
+        #[inline(always)]
+        fn ceil(self) -> Self {
+            <$t>::ceil(self)
+        }
+        #[inline(always)]
+        fn round_even(self) -> Self {
+            <$t>::round_ties_even(self)
+        }
+        #[inline(always)]
+        fn round_afz(self) -> Self {
+            <$t>::round(self)
+        }
+        /// sign(+-0) = +-0 and sign(NaN) = NaN, otherwise +-1.
+        #[inline(always)]
+        fn sign(self) -> Self {
+            if self.is_nan() || self == 0.0 {
+                self
+            } else {
+                (1.0 as $t).copysign(self)
+            }
+        }
+        #[inline(always)]
+        fn not(self) -> Self {
+            if self == 0.0 { 1.0 } else { 0.0 }
+        }
+        #[inline(always)]
+        fn is_finite01(self) -> Self {
+            if self.is_finite() { 1.0 } else { 0.0 }
+        }
+        // In f64 and rounded once, as the interpreter computes them, so
+        // the results agree bit for bit (for f64 this is the plain op).
+        #[inline(always)]
+        fn rsqrt(self) -> Self {
+            (1.0 / (self as f64).sqrt()) as $t
+        }
+        #[inline(always)]
+        fn pow(a: Self, b: Self) -> Self {
+            (a as f64).powf(b as f64) as $t
+        }
+        #[inline(always)]
+        fn atan2(a: Self, b: Self) -> Self {
+            (a as f64).atan2(b as f64) as $t
+        }
+    };
+}
+
+impl Float for f32 {
+    float_common!(f32);
+    #[inline(always)]
+    fn exp<const FMA: bool>(self) -> f32 {
+        math::exp::<FMA>(self)
+    }
+    #[inline(always)]
+    fn log<const FMA: bool>(self) -> f32 {
+        math::log::<FMA>(self)
+    }
+    #[inline(always)]
+    fn tanh<const FMA: bool>(self) -> f32 {
+        math::tanh::<FMA>(self)
+    }
+    #[inline(always)]
+    fn logistic<const FMA: bool>(self) -> f32 {
+        math::logistic::<FMA>(self)
+    }
+    #[inline(always)]
+    fn erf<const FMA: bool>(self) -> f32 {
+        math::erf::<FMA>(self)
+    }
+    // Rare in hot loops: computed in f64 and rounded once, like the interpreter.
+    fn expm1(self) -> f32 {
+        (self as f64).exp_m1() as f32
+    }
+    fn log1p(self) -> f32 {
+        (self as f64).ln_1p() as f32
+    }
+    fn sin(self) -> f32 {
+        (self as f64).sin() as f32
+    }
+    fn cos(self) -> f32 {
+        (self as f64).cos() as f32
+    }
+}
+
+impl Float for f64 {
+    float_common!(f64);
+    fn exp<const FMA: bool>(self) -> f64 {
+        f64::exp(self)
+    }
+    fn log<const FMA: bool>(self) -> f64 {
+        self.ln()
+    }
+    fn tanh<const FMA: bool>(self) -> f64 {
+        f64::tanh(self)
+    }
+    fn logistic<const FMA: bool>(self) -> f64 {
+        1.0 / (1.0 + (-self).exp())
+    }
+    fn erf<const FMA: bool>(self) -> f64 {
+        // The interpreter's own, so f64 results agree bit for bit.
+        oxla_interp::erf(self)
+    }
+    fn expm1(self) -> f64 {
+        self.exp_m1()
+    }
+    fn log1p(self) -> f64 {
+        self.ln_1p()
+    }
+    fn sin(self) -> f64 {
+        f64::sin(self)
+    }
+    fn cos(self) -> f64 {
+        f64::cos(self)
+    }
+}
+
+#[inline(always)]
+fn map1<T: Copy>(out: &mut [T], a: &[T], f: impl Fn(T) -> T) {
+    for (o, &x) in out.iter_mut().zip(a) {
+        *o = f(x);
+    }
+}
+
+#[inline(always)]
+fn map2<T: Copy>(out: &mut [T], a: &[T], b: &[T], f: impl Fn(T, T) -> T) {
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        *o = f(x, y);
+    }
+}
+
+/// An operand of a binary operation over a tile: values, or one value for
+/// every position (a scalar, or an input broadcast along the tile), which
+/// is then never written out to a buffer.
+#[derive(Clone, Copy)]
+enum Arg<'s, T> {
+    Slice(&'s [T]),
+    Splat(T),
+}
+
+#[inline(always)]
+fn map2a<T: Copy>(out: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>, f: impl Fn(T, T) -> T) {
+    match (a, b) {
+        (Arg::Slice(a), Arg::Slice(b)) => map2(out, a, b, f),
+        (Arg::Slice(a), Arg::Splat(y)) => out.iter_mut().zip(a).for_each(|(o, &x)| *o = f(x, y)),
+        (Arg::Splat(x), Arg::Slice(b)) => out.iter_mut().zip(b).for_each(|(o, &y)| *o = f(x, y)),
+        (Arg::Splat(x), Arg::Splat(y)) => out.fill(f(x, y)),
+    }
+}
+
+#[inline(always)]
+fn unary_loop<T: Float, const FMA: bool>(u: Unary, out: &mut [T], a: &[T]) {
+    match u {
+        Unary::Abs => map1(out, a, T::abs),
+        Unary::Neg => map1(out, a, |x| -x),
+        Unary::Exp => map1(out, a, T::exp::<FMA>),
+        Unary::Expm1 => map1(out, a, T::expm1),
+        Unary::Log => map1(out, a, T::log::<FMA>),
+        Unary::Log1p => map1(out, a, T::log1p),
+        Unary::Logistic => map1(out, a, T::logistic::<FMA>),
+        Unary::Tanh => map1(out, a, T::tanh::<FMA>),
+        Unary::Sqrt => map1(out, a, T::sqrt),
+        Unary::Rsqrt => map1(out, a, T::rsqrt),
+        Unary::Sin => map1(out, a, T::sin),
+        Unary::Cos => map1(out, a, T::cos),
+        Unary::Floor => map1(out, a, T::floor),
+        Unary::Ceil => map1(out, a, T::ceil),
+        Unary::RoundEven => map1(out, a, T::round_even),
+        Unary::RoundAfz => map1(out, a, T::round_afz),
+        Unary::Sign => map1(out, a, T::sign),
+        Unary::Erf => map1(out, a, T::erf::<FMA>),
+        Unary::Not => map1(out, a, T::not),
+        Unary::IsFinite => map1(out, a, T::is_finite01),
+    }
+}
+
+#[inline(always)]
+fn binary_loop<T: Float>(op: Binary, out: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>) {
+    match op {
+        Binary::Add => map2a(out, a, b, |x, y| x + y),
+        Binary::Sub => map2a(out, a, b, |x, y| x - y),
+        Binary::Mul => map2a(out, a, b, |x, y| x * y),
+        Binary::Div => map2a(out, a, b, |x, y| x / y),
+        Binary::Max => map2a(out, a, b, |x, y| binary(Binary::Max, x, y)),
+        Binary::Min => map2a(out, a, b, |x, y| binary(Binary::Min, x, y)),
+        Binary::Pow => map2a(out, a, b, T::pow),
+        Binary::Rem => map2a(out, a, b, |x, y| x % y),
+        Binary::Atan2 => map2a(out, a, b, T::atan2),
+        Binary::And => map2a(out, a, b, |x, y| T::from_bool(x != T::ZERO && y != T::ZERO)),
+        Binary::Or => map2a(out, a, b, |x, y| T::from_bool(x != T::ZERO || y != T::ZERO)),
+    }
+}
+
+#[inline(always)]
+fn compare_loop<T: Float>(dir: ComparisonDirection, out: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>) {
+    match dir {
+        ComparisonDirection::Eq => map2a(out, a, b, |x, y| T::from_bool(x == y)),
+        ComparisonDirection::Ne => map2a(out, a, b, |x, y| T::from_bool(x != y)),
+        ComparisonDirection::Lt => map2a(out, a, b, |x, y| T::from_bool(x < y)),
+        ComparisonDirection::Le => map2a(out, a, b, |x, y| T::from_bool(x <= y)),
+        ComparisonDirection::Gt => map2a(out, a, b, |x, y| T::from_bool(x > y)),
+        ComparisonDirection::Ge => map2a(out, a, b, |x, y| T::from_bool(x >= y)),
+    }
+}
+
+#[inline(always)]
+fn binary<T: Float>(op: Binary, a: T, b: T) -> T {
+    match op {
+        Binary::Add => a + b,
+        Binary::Sub => a - b,
+        Binary::Mul => a * b,
+        Binary::Div => a / b,
+        Binary::Max => super::minmax::max(a, b),
+        Binary::Min => super::minmax::min(a, b),
+        Binary::Pow => T::pow(a, b),
+        Binary::Rem => a % b,
+        Binary::Atan2 => T::atan2(a, b),
+        Binary::And => T::from_bool(a != T::ZERO && b != T::ZERO),
+        Binary::Or => T::from_bool(a != T::ZERO || b != T::ZERO),
+    }
+}
+
+/// The iteration space with adjacent dimensions merged where every view
+/// allows it, so the innermost run is as long as possible.
+pub(crate) struct Space {
+    pub dims: Vec<usize>,
+    /// Per leaf with a view: the strides over `dims`, and the offset.
+    pub strides: Vec<Vec<i64>>,
+    pub offsets: Vec<i64>,
+}
+
+pub(crate) fn coalesce(dims: &[i64], views: &[&View]) -> Space {
+    coalesce_classes(dims, views, &vec![false; dims.len()]).0
+}
+
+/// Like [`coalesce`], merging only neighbours of the same class (a reduction
+/// keeps kept and reduced dimensions apart); returns each merged dimension's class.
+pub(crate) fn coalesce_classes(
+    dims: &[i64],
+    views: &[&View],
+    classes: &[bool],
+) -> (Space, Vec<bool>) {
+    let mut out_dims: Vec<usize> = Vec::new();
+    let mut out_classes: Vec<bool> = Vec::new();
+    let mut strides: Vec<Vec<i64>> = vec![Vec::new(); views.len()];
+    for (d, &size) in dims.iter().enumerate() {
+        if size == 1 {
+            continue;
+        }
+        let mergeable = out_classes.last() == Some(&classes[d])
+            && views
+                .iter()
+                .zip(&strides)
+                .all(|(v, s)| s.last().is_some_and(|&prev| prev == v.strides[d] * size));
+        if mergeable {
+            let last = out_dims.len() - 1;
+            out_dims[last] *= size as usize;
+            for (v, s) in views.iter().zip(strides.iter_mut()) {
+                let k = s.len() - 1;
+                s[k] = v.strides[d];
+            }
+        } else {
+            out_dims.push(size as usize);
+            out_classes.push(classes[d]);
+            for (v, s) in views.iter().zip(strides.iter_mut()) {
+                s.push(v.strides[d]);
+            }
+        }
+    }
+    if out_dims.is_empty() {
+        out_dims.push(1);
+        out_classes.push(false);
+        strides.iter_mut().for_each(|s| s.push(0));
+    }
+    (
+        Space {
+            dims: out_dims,
+            strides,
+            offsets: views.iter().map(|v| v.offset).collect(),
+        },
+        out_classes,
+    )
+}
+
+/// Per-thread scratch: one tile per register and per gathered leaf.
+/// Leaves up to this many are listed on the stack in `eval_tile`.
+const INLINE_LEAVES: usize = 16;
+
+pub(crate) struct Scratch<T> {
+    regs: Vec<Vec<T>>,
+    leaves: Vec<Vec<T>>,
+    /// Whether some operation reads the leaf as values (not only binary
+    /// operations and comparisons, which take splats), or it is the result.
+    leaf_as_slice: Vec<bool>,
+}
+
+impl<T: Float> Scratch<T> {
+    /// Room for tiles of up to `len` elements (at most a full tile).
+    pub(crate) fn new(f: &FusedLoop, len: usize) -> Scratch<T> {
+        let len = len.min(TILE);
+        let mut leaf_as_slice = vec![false; f.leaves.len()];
+        // Splats are tracked for the first INLINE_LEAVES leaves only.
+        leaf_as_slice
+            .iter_mut()
+            .skip(INLINE_LEAVES)
+            .for_each(|b| *b = true);
+        let mut mark = |s: Src| {
+            if let Src::Leaf(i) = s
+                && let Some(b) = leaf_as_slice.get_mut(i)
+            {
+                *b = true;
+            }
+        };
+        for &(op, _) in &f.code {
+            match op {
+                Op::Binary(..) | Op::Compare(..) => {}
+                Op::Unary(_, a) => mark(a),
+                Op::Select(a, b, c) | Op::Clamp(a, b, c) => {
+                    mark(a);
+                    mark(b);
+                    mark(c);
+                }
+            }
+        }
+        mark(f.result);
+        Scratch {
+            regs: vec![vec![T::ZERO; len]; f.registers],
+            leaves: vec![vec![T::ZERO; len]; f.leaves.len()],
+            leaf_as_slice,
+        }
+    }
+}
+
+impl FusedLoop {
+    /// What each leaf reads, resolved against the kernel's inputs.
+    pub(crate) fn resolve<'a, T: Float>(
+        &self,
+        inputs: &[&'a ArrayLiteral],
+    ) -> Result<Vec<Source<'a, T>>, String> {
+        let mut sources: Vec<Source<'a, T>> = Vec::with_capacity(self.leaves.len());
+        let mut view_index = 0usize;
+        for leaf in &self.leaves {
+            sources.push(match leaf {
+                Leaf::Scalar(v) => Source::Scalar(T::from_f64(*v)),
+                Leaf::Affine(_) => {
+                    view_index += 1;
+                    Source::Affine(view_index - 1)
+                }
+                Leaf::Input { input, ty, .. } => {
+                    view_index += 1;
+                    let a = inputs.get(*input).ok_or("missing kernel input")?;
+                    if *ty == PrimitiveType::Pred {
+                        match a.data() {
+                            ArrayData::Pred(p) => Source::Pred(p, view_index - 1),
+                            _ => return Err("a pred leaf is not pred data".into()),
+                        }
+                    } else {
+                        match T::slice(a.data()) {
+                            Some(s) => Source::Data(s, view_index - 1),
+                            None => {
+                                return Err(format!(
+                                    "input {input} has element type {}",
+                                    a.element_type()
+                                ));
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        Ok(sources)
+    }
+
+    pub(crate) fn views(&self) -> Vec<&View> {
+        self.leaves
+            .iter()
+            .filter_map(|l| match l {
+                Leaf::Input { view, .. } | Leaf::Affine(view) => Some(view),
+                Leaf::Scalar(_) => None,
+            })
+            .collect()
+    }
+
+    fn execute<T: Float>(
+        &self,
+        inputs: &[&ArrayLiteral],
+        pool: &Pool,
+    ) -> Result<ArrayLiteral, String> {
+        let n: usize = self.dims.iter().map(|&d| d as usize).product();
+        let views = self.views();
+        let space = coalesce(&self.dims, &views);
+        let inner = *space.dims.last().unwrap_or(&1);
+        let rows = n / inner.max(1);
+        let shape = ArrayShape::new(self.out_ty, self.dims.clone()).map_err(|e| e.to_string())?;
+        let mut out = pool.take::<T>(n);
+        self.run_rows::<T>(inputs, &space, &mut out, rows, inner)?;
+        let data = if self.out_ty == PrimitiveType::Pred {
+            let preds = ArrayData::Pred(out.iter().map(|&v| v != T::ZERO).collect());
+            pool.give(out);
+            preds
+        } else {
+            T::wrap(out)
+        };
+        ArrayLiteral::new(shape, data).map_err(|e| e.to_string())
+    }
+
+    fn run_rows<T: Float>(
+        &self,
+        inputs: &[&ArrayLiteral],
+        space: &Space,
+        out: &mut [T],
+        rows: usize,
+        inner: usize,
+    ) -> Result<(), String> {
+        let sources = self.resolve::<T>(inputs)?;
+        let row_len = inner;
+        let work = |first_row: usize, chunk: &mut [T]| {
+            let mut scratch = Scratch::new(self, row_len);
+            let rows_here = chunk.len() / row_len.max(1);
+            dispatch(
+                self,
+                space,
+                &sources,
+                first_row,
+                rows_here,
+                row_len,
+                chunk,
+                &mut scratch,
+            );
+        };
+        if out.len() >= PARALLEL_MIN && rows > 1 {
+            let threads = rayon::current_num_threads().max(1);
+            let rows_per_task = rows.div_ceil(threads * 4).max(1);
+            out.par_chunks_mut(rows_per_task * row_len)
+                .enumerate()
+                .for_each(|(i, chunk)| work(i * rows_per_task, chunk));
+        } else if out.len() >= PARALLEL_MIN && row_len >= PARALLEL_MIN {
+            // One long row: split it into parts, each starting at a tile boundary.
+            let threads = rayon::current_num_threads().max(1);
+            let part = row_len.div_ceil(threads * 4).div_ceil(TILE) * TILE;
+            out.par_chunks_mut(part).enumerate().for_each(|(i, chunk)| {
+                let mut scratch = Scratch::new(self, chunk.len());
+                dispatch_span(self, space, &sources, i * part, chunk, &mut scratch);
+            });
+        } else {
+            work(0, out);
+        }
+        Ok(())
+    }
+}
+
+/// What a leaf reads.
+pub(crate) enum Source<'a, T> {
+    Data(&'a [T], usize),
+    Pred(&'a [bool], usize),
+    Affine(usize),
+    Scalar(T),
+}
+
+macro_rules! multiversion {
+    ($name:ident, $span:ident) => {
+        fn $name<T: Float>(
+            f: &FusedLoop,
+            space: &Space,
+            sources: &[Source<'_, T>],
+            first_row: usize,
+            rows: usize,
+            row_len: usize,
+            out: &mut [T],
+            scratch: &mut Scratch<T>,
+        ) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU supports AVX-512F (checked just above).
+                    return unsafe {
+                        rows_avx512(f, space, sources, first_row, rows, row_len, out, scratch)
+                    };
+                }
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+                    return unsafe {
+                        rows_avx2(f, space, sources, first_row, rows, row_len, out, scratch)
+                    };
+                }
+            }
+            rows_generic::<T, false>(f, space, sources, first_row, rows, row_len, out, scratch)
+        }
+
+        /// A contiguous part `[start, start + out.len())` of a single-row space.
+        fn $span<T: Float>(
+            f: &FusedLoop,
+            space: &Space,
+            sources: &[Source<'_, T>],
+            start: usize,
+            out: &mut [T],
+            scratch: &mut Scratch<T>,
+        ) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: as above.
+                    return unsafe { span_avx512(f, space, sources, start, out, scratch) };
+                }
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                    // SAFETY: as above.
+                    return unsafe { span_avx2(f, space, sources, start, out, scratch) };
+                }
+            }
+            span_generic::<T, false>(f, space, sources, start, out, scratch)
+        }
+    };
+}
+
+multiversion!(dispatch, dispatch_span);
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+unsafe fn rows_avx512<T: Float>(
+    f: &FusedLoop,
+    space: &Space,
+    sources: &[Source<'_, T>],
+    first_row: usize,
+    rows: usize,
+    row_len: usize,
+    out: &mut [T],
+    scratch: &mut Scratch<T>,
+) {
+    rows_generic::<T, true>(f, space, sources, first_row, rows, row_len, out, scratch)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn rows_avx2<T: Float>(
+    f: &FusedLoop,
+    space: &Space,
+    sources: &[Source<'_, T>],
+    first_row: usize,
+    rows: usize,
+    row_len: usize,
+    out: &mut [T],
+    scratch: &mut Scratch<T>,
+) {
+    rows_generic::<T, true>(f, space, sources, first_row, rows, row_len, out, scratch)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+unsafe fn span_avx512<T: Float>(
+    f: &FusedLoop,
+    space: &Space,
+    sources: &[Source<'_, T>],
+    start: usize,
+    out: &mut [T],
+    scratch: &mut Scratch<T>,
+) {
+    span_generic::<T, true>(f, space, sources, start, out, scratch)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn span_avx2<T: Float>(
+    f: &FusedLoop,
+    space: &Space,
+    sources: &[Source<'_, T>],
+    start: usize,
+    out: &mut [T],
+    scratch: &mut Scratch<T>,
+) {
+    span_generic::<T, true>(f, space, sources, start, out, scratch)
+}
+
+/// Offset of each view at the start of row `row` (rows enumerate all but
+/// the innermost dimension), written into `out` (reused from row to row).
+pub(crate) fn row_offsets(space: &Space, row: usize, out: &mut Vec<i64>) {
+    out.clear();
+    out.extend_from_slice(&space.offsets);
+    let outer = &space.dims[..space.dims.len() - 1];
+    let mut r = row;
+    for k in (0..outer.len()).rev() {
+        let i = (r % outer[k]) as i64;
+        r /= outer[k];
+        for (o, strides) in out.iter_mut().zip(&space.strides) {
+            *o += i * strides[k];
+        }
+    }
+}
+
+#[inline(always)]
+fn rows_generic<T: Float, const FMA: bool>(
+    f: &FusedLoop,
+    space: &Space,
+    sources: &[Source<'_, T>],
+    first_row: usize,
+    rows: usize,
+    row_len: usize,
+    out: &mut [T],
+    scratch: &mut Scratch<T>,
+) {
+    let mut offsets = Vec::with_capacity(space.offsets.len());
+    for r in 0..rows {
+        row_offsets(space, first_row + r, &mut offsets);
+        let row = &mut out[r * row_len..(r + 1) * row_len];
+        let mut start = 0;
+        while start < row_len {
+            let len = TILE.min(row_len - start);
+            tile::<T, FMA>(
+                f,
+                space,
+                sources,
+                &offsets,
+                start,
+                &mut row[start..start + len],
+                scratch,
+            );
+            start += len;
+        }
+    }
+}
+
+#[inline(always)]
+fn span_generic<T: Float, const FMA: bool>(
+    f: &FusedLoop,
+    space: &Space,
+    sources: &[Source<'_, T>],
+    start: usize,
+    out: &mut [T],
+    scratch: &mut Scratch<T>,
+) {
+    let offsets = &space.offsets;
+    let mut done = 0;
+    while done < out.len() {
+        let len = TILE.min(out.len() - done);
+        tile::<T, FMA>(
+            f,
+            space,
+            sources,
+            offsets,
+            start + done,
+            &mut out[done..done + len],
+            scratch,
+        );
+        done += len;
+    }
+}
+
+/// One tile: positions `[col, col + out.len())` of the innermost dimension.
+#[inline(always)]
+fn tile<T: Float, const FMA: bool>(
+    f: &FusedLoop,
+    space: &Space,
+    sources: &[Source<'_, T>],
+    offsets: &[i64],
+    col: usize,
+    out: &mut [T],
+    scratch: &mut Scratch<T>,
+) {
+    let len = out.len();
+    if let Some(result) = eval_tile::<T, FMA>(
+        f,
+        space,
+        sources,
+        offsets,
+        col,
+        len,
+        scratch,
+        Some(&mut *out),
+    ) {
+        out.copy_from_slice(result);
+    }
+}
+
+/// The expression's values at positions `[col, col + len)` of the innermost
+/// dimension of the row whose view offsets are `offsets`.
+#[inline(always)]
+pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
+    f: &FusedLoop,
+    space: &Space,
+    sources: &[Source<'r, T>],
+    offsets: &[i64],
+    col: usize,
+    len: usize,
+    scratch: &'r mut Scratch<T>,
+    mut direct: Option<&mut [T]>,
+) -> Option<&'r [T]> {
+    // Gather or fill the leaves that are not contiguous input slices. A leaf
+    // with one value across the tile is a splat; only operations that
+    // cannot take a splat get it written out.
+    let mut splats: [Option<T>; INLINE_LEAVES] = [None; INLINE_LEAVES];
+    for (k, src) in sources.iter().enumerate() {
+        let splat = match *src {
+            Source::Scalar(v) => Some(v),
+            Source::Data(d, vi) if *space.strides[vi].last().unwrap_or(&0) == 0 => {
+                Some(d[(offsets[vi]) as usize])
+            }
+            _ => None,
+        };
+        if let (Some(v), Some(slot)) = (splat, splats.get_mut(k)) {
+            *slot = Some(v);
+            if !scratch.leaf_as_slice[k] {
+                continue;
+            }
+        }
+        let buf = &mut scratch.leaves[k][..len];
+        match *src {
+            Source::Scalar(v) => buf.fill(v),
+            Source::Affine(vi) => {
+                let s = *space.strides[vi].last().unwrap_or(&0);
+                let base = offsets[vi] + col as i64 * s;
+                for (i, b) in buf.iter_mut().enumerate() {
+                    *b = T::from_f64((base + i as i64 * s) as f64);
+                }
+            }
+            Source::Pred(p, vi) => {
+                let s = *space.strides[vi].last().unwrap_or(&0);
+                let base = offsets[vi] + col as i64 * s;
+                for (i, b) in buf.iter_mut().enumerate() {
+                    *b = T::from_bool(p[(base + i as i64 * s) as usize]);
+                }
+            }
+            Source::Data(d, vi) => {
+                let s = *space.strides[vi].last().unwrap_or(&0);
+                let base = offsets[vi] + col as i64 * s;
+                if s == 0 {
+                    buf.fill(d[base as usize]);
+                } else if s != 1 {
+                    for (i, b) in buf.iter_mut().enumerate() {
+                        *b = d[(base + i as i64 * s) as usize];
+                    }
+                }
+            }
+        }
+    }
+    // Slices for every leaf: contiguous inputs directly, the rest from
+    // scratch; on the stack for the usual handful of leaves (this runs per
+    // tile, where an allocation would cost as much as a cheap op).
+    let leaf = |k: usize, src: &Source<'r, T>, scratch_leaves: &'r [Vec<T>]| -> &'r [T] {
+        match *src {
+            Source::Data(d, vi) if *space.strides[vi].last().unwrap_or(&0) == 1 => {
+                let base = (offsets[vi] + col as i64) as usize;
+                &d[base..base + len]
+            }
+            _ => &scratch_leaves[k][..len],
+        }
+    };
+    let Scratch {
+        regs,
+        leaves: scratch_leaves,
+        ..
+    } = scratch;
+    let scratch_leaves: &'r [Vec<T>] = scratch_leaves;
+    let mut inline: [&[T]; INLINE_LEAVES] = [&[]; INLINE_LEAVES];
+    let heap: Vec<&[T]>;
+    let leaves: &[&[T]] = if sources.len() <= INLINE_LEAVES {
+        for (k, src) in sources.iter().enumerate() {
+            inline[k] = leaf(k, src, scratch_leaves);
+        }
+        &inline[..sources.len()]
+    } else {
+        heap = sources
+            .iter()
+            .enumerate()
+            .map(|(k, src)| leaf(k, src, scratch_leaves))
+            .collect();
+        &heap
+    };
+    let last = f.code.len().wrapping_sub(1);
+    for (at, &(op, dst)) in f.code.iter().enumerate() {
+        // The last operation writes the caller's buffer directly, when given one.
+        let into_direct =
+            at == last && matches!(f.result, Src::Reg(r) if r == dst) && direct.is_some();
+        let mut d = if into_direct {
+            Vec::new()
+        } else {
+            std::mem::take(&mut regs[dst])
+        };
+        {
+            let get = |s: Src| -> &[T] {
+                match s {
+                    Src::Leaf(i) => leaves[i],
+                    Src::Reg(r) => &regs[r][..len],
+                }
+            };
+            let arg = |s: Src| -> Arg<'_, T> {
+                match s {
+                    Src::Leaf(i) => match splats.get(i).copied().flatten() {
+                        Some(v) => Arg::Splat(v),
+                        None => Arg::Slice(leaves[i]),
+                    },
+                    Src::Reg(r) => Arg::Slice(&regs[r][..len]),
+                }
+            };
+            let out: &mut [T] = match direct.take() {
+                Some(buf) if into_direct => buf,
+                other => {
+                    direct = other;
+                    &mut d[..len]
+                }
+            };
+            // One loop per operation kind, so each loop body is branch-free and vectorises.
+            match op {
+                Op::Unary(u, a) => unary_loop::<T, FMA>(u, out, get(a)),
+                Op::Binary(b, x, y) => binary_loop(b, out, arg(x), arg(y)),
+                Op::Compare(dir, x, y) => compare_loop(dir, out, arg(x), arg(y)),
+                Op::Select(p, x, y) => {
+                    let (p, x, y) = (get(p), get(x), get(y));
+                    for (((o, &c), &a), &b) in out.iter_mut().zip(p).zip(x).zip(y) {
+                        *o = if c != T::ZERO { a } else { b };
+                    }
+                }
+                Op::Clamp(lo, x, hi) => {
+                    let (lo, x, hi) = (get(lo), get(x), get(hi));
+                    for (((o, &l), &v), &h) in out.iter_mut().zip(lo).zip(x).zip(hi) {
+                        *o = binary(Binary::Min, binary(Binary::Max, v, l), h);
+                    }
+                }
+            }
+        }
+        if into_direct {
+            return None;
+        }
+        regs[dst] = d;
+    }
+    Some(match f.result {
+        Src::Leaf(i) => leaves[i],
+        Src::Reg(r) => &regs[r][..len],
+    })
+}
+
+impl Kernel for FusedLoop {
+    fn name(&self) -> &'static str {
+        "fused loop"
+    }
+
+    fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
+        let arrays: Vec<&ArrayLiteral> = inputs
+            .iter()
+            .map(|v| v.array().ok_or("a fused loop reads arrays"))
+            .collect::<Result<_, _>>()?;
+        let out = match self.ty {
+            PrimitiveType::F32 => self.execute::<f32>(&arrays, pool)?,
+            PrimitiveType::F64 => self.execute::<f64>(&arrays, pool)?,
+            other => return Err(format!("fused loops compute in f32 or f64, not {other}")),
+        };
+        Ok(Value::owned(out))
+    }
+}

@@ -1,0 +1,355 @@
+//! Reductions with add, multiply, maximum or minimum, with the element-wise
+//! work producing their input fused in: the input expression is evaluated
+//! tile by tile (as in a fused loop) and folded into the result without ever
+//! being stored. Reduced and kept dimensions are each merged where the
+//! input's views allow, so a reduction becomes a row reduction (a
+//! vectorised horizontal fold per output element), a column reduction
+//! (vectorised accumulation into a row of outputs), or a mix.
+
+use oxla_hlo::{ArrayLiteral, ArrayShape, PrimitiveType};
+use rayon::prelude::*;
+
+use super::Kernel;
+use super::fused::{
+    Binary, Float, FusedLoop, PARALLEL_MIN, Scratch, Source, Space, TILE, coalesce_classes,
+    eval_tile, row_offsets,
+};
+use crate::buffer::Pool;
+use crate::value::Value;
+
+/// A reduction of a fused expression over some of its dimensions.
+#[derive(Clone, Debug)]
+pub(crate) struct ReduceLoop {
+    /// The reduced operand, over the operand's dimensions.
+    pub input: FusedLoop,
+    /// Which operand dimensions are reduced.
+    pub reduced: Vec<bool>,
+    /// Add, Mul, Max or Min.
+    pub op: Binary,
+    /// The kernel input holding the init value.
+    pub init_input: usize,
+    pub out_dims: Vec<i64>,
+}
+
+#[inline(always)]
+fn combine<T: Float>(op: Binary, a: T, b: T) -> T {
+    match op {
+        Binary::Add => a + b,
+        Binary::Mul => a * b,
+        Binary::Max => super::minmax::max(a, b),
+        _ => super::minmax::min(a, b),
+    }
+}
+
+fn identity<T: Float>(op: Binary) -> T {
+    match op {
+        Binary::Add => T::from_f64(0.0),
+        Binary::Mul => T::from_f64(1.0),
+        Binary::Max => T::from_f64(f64::NEG_INFINITY),
+        _ => T::from_f64(f64::INFINITY),
+    }
+}
+
+/// Folds a tile. The operation is matched once, outside the loops, so
+/// each loop body is one vector instruction over 16 independent lanes.
+#[inline(always)]
+fn fold<T: Float>(op: Binary, t: &[T]) -> T {
+    #[inline(always)]
+    fn go<T: Float>(op: Binary, t: &[T], f: impl Fn(T, T) -> T) -> T {
+        let mut lanes = [identity::<T>(op); 16];
+        let chunks = t.chunks_exact(16);
+        let rest = chunks.remainder();
+        for c in chunks {
+            for i in 0..16 {
+                lanes[i] = f(lanes[i], c[i]);
+            }
+        }
+        let mut acc = identity::<T>(op);
+        for &l in lanes.iter() {
+            acc = f(acc, l);
+        }
+        for &v in rest {
+            acc = f(acc, v);
+        }
+        acc
+    }
+    match op {
+        Binary::Add => go(op, t, |a, b| a + b),
+        Binary::Mul => go(op, t, |a, b| a * b),
+        Binary::Max => go(op, t, |a, b| combine(Binary::Max, a, b)),
+        _ => go(op, t, |a, b| combine(Binary::Min, a, b)),
+    }
+}
+
+#[inline(always)]
+fn accumulate<T: Float>(op: Binary, out: &mut [T], t: &[T]) {
+    match op {
+        Binary::Add => out.iter_mut().zip(t).for_each(|(o, &v)| *o = *o + v),
+        Binary::Mul => out.iter_mut().zip(t).for_each(|(o, &v)| *o = *o * v),
+        Binary::Max => out
+            .iter_mut()
+            .zip(t)
+            .for_each(|(o, &v)| *o = combine(Binary::Max, *o, v)),
+        _ => out
+            .iter_mut()
+            .zip(t)
+            .for_each(|(o, &v)| *o = combine(Binary::Min, *o, v)),
+    }
+}
+
+/// Where the rows of the merged space write: the output offset of each
+/// row's first element, from its kept dimensions.
+struct Plan {
+    space: Space,
+    classes: Vec<bool>,
+    /// Output stride of each merged dimension (0 for reduced ones).
+    out_strides: Vec<usize>,
+}
+
+impl Plan {
+    fn out_offset(&self, row: usize) -> usize {
+        let outer = &self.space.dims[..self.space.dims.len() - 1];
+        let mut r = row;
+        let mut o = 0usize;
+        for k in (0..outer.len()).rev() {
+            o += (r % outer[k]) * self.out_strides[k];
+            r /= outer[k];
+        }
+        o
+    }
+}
+
+impl ReduceLoop {
+    fn plan(&self) -> Plan {
+        let views = self.input.views();
+        let (space, classes) = coalesce_classes(&self.input.dims, &views, &self.reduced);
+        let mut out_strides = vec![0usize; space.dims.len()];
+        let mut s = 1usize;
+        for k in (0..space.dims.len()).rev() {
+            if !classes[k] {
+                out_strides[k] = s;
+                s *= space.dims[k];
+            }
+        }
+        Plan {
+            space,
+            classes,
+            out_strides,
+        }
+    }
+
+    fn execute<T: Float>(
+        &self,
+        inputs: &[&ArrayLiteral],
+        pool: &Pool,
+    ) -> Result<ArrayLiteral, String> {
+        let init = inputs
+            .get(self.init_input)
+            .and_then(|a| T::slice(a.data()))
+            .and_then(|s| s.first().copied())
+            .ok_or("the init value is missing")?;
+        let sources = self.input.resolve::<T>(inputs)?;
+        let plan = self.plan();
+        let n_out: usize = self.out_dims.iter().map(|&d| d as usize).product();
+        let mut out = pool.filled(n_out, init);
+        let dims = &plan.space.dims;
+        let last = dims.len() - 1;
+        let rows: usize = dims[..last].iter().product();
+        let total = rows * dims[last];
+        let threads = rayon::current_num_threads().max(1);
+        if total >= PARALLEL_MIN && last > 0 && !plan.classes[0] && dims[0] > 1 {
+            // Split the outermost (kept) dimension: each task owns a block of outputs.
+            let per = dims[0].div_ceil(threads * 2);
+            let rows_per_outer = rows / dims[0];
+            let out_per_outer = plan.out_strides[0];
+            out.par_chunks_mut(per * out_per_outer)
+                .enumerate()
+                .for_each(|(i, chunk)| {
+                    let first = i * per * rows_per_outer;
+                    let count = (chunk.len() / out_per_outer.max(1)) * rows_per_outer;
+                    dispatch(
+                        self,
+                        &plan,
+                        &sources,
+                        first,
+                        count,
+                        0,
+                        dims[last],
+                        chunk,
+                        i * per * out_per_outer,
+                    );
+                });
+        } else if total >= PARALLEL_MIN
+            && !plan.classes[last]
+            && plan.classes[..last].iter().all(|&c| c)
+            && dims[last] >= 2 * TILE
+        {
+            // Only the innermost dimension is kept: split it into column blocks.
+            let per = dims[last].div_ceil(threads * 2).div_ceil(64) * 64;
+            out.par_chunks_mut(per).enumerate().for_each(|(i, chunk)| {
+                dispatch(
+                    self,
+                    &plan,
+                    &sources,
+                    0,
+                    rows,
+                    i * per,
+                    chunk.len(),
+                    chunk,
+                    i * per,
+                );
+            });
+        } else {
+            dispatch(self, &plan, &sources, 0, rows, 0, dims[last], &mut out, 0);
+        }
+        let shape =
+            ArrayShape::new(self.input.ty, self.out_dims.clone()).map_err(|e| e.to_string())?;
+        ArrayLiteral::new(shape, T::wrap(out)).map_err(|e| e.to_string())
+    }
+}
+
+fn dispatch<T: Float>(
+    r: &ReduceLoop,
+    plan: &Plan,
+    sources: &[Source<'_, T>],
+    first_row: usize,
+    rows: usize,
+    col0: usize,
+    cols: usize,
+    out: &mut [T],
+    out_base: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            return unsafe {
+                rows_avx512(r, plan, sources, first_row, rows, col0, cols, out, out_base)
+            };
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+            return unsafe {
+                rows_avx2(r, plan, sources, first_row, rows, col0, cols, out, out_base)
+            };
+        }
+    }
+    rows_generic::<T, false>(r, plan, sources, first_row, rows, col0, cols, out, out_base)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+unsafe fn rows_avx512<T: Float>(
+    r: &ReduceLoop,
+    plan: &Plan,
+    sources: &[Source<'_, T>],
+    first_row: usize,
+    rows: usize,
+    col0: usize,
+    cols: usize,
+    out: &mut [T],
+    out_base: usize,
+) {
+    rows_generic::<T, true>(r, plan, sources, first_row, rows, col0, cols, out, out_base)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn rows_avx2<T: Float>(
+    r: &ReduceLoop,
+    plan: &Plan,
+    sources: &[Source<'_, T>],
+    first_row: usize,
+    rows: usize,
+    col0: usize,
+    cols: usize,
+    out: &mut [T],
+    out_base: usize,
+) {
+    rows_generic::<T, true>(r, plan, sources, first_row, rows, col0, cols, out, out_base)
+}
+
+/// Rows `[first_row, first_row + rows)` of the merged space, columns
+/// `[col0, col0 + cols)` of each; `out` holds the outputs from `out_base` on.
+#[inline(always)]
+fn rows_generic<T: Float, const FMA: bool>(
+    r: &ReduceLoop,
+    plan: &Plan,
+    sources: &[Source<'_, T>],
+    first_row: usize,
+    rows: usize,
+    col0: usize,
+    cols: usize,
+    out: &mut [T],
+    out_base: usize,
+) {
+    let mut scratch = Scratch::<T>::new(&r.input, cols);
+    let last = plan.space.dims.len() - 1;
+    let inner_reduced = plan.classes[last];
+    let mut offsets = Vec::with_capacity(plan.space.offsets.len());
+    for row in first_row..first_row + rows {
+        row_offsets(&plan.space, row, &mut offsets);
+        // Absolute output index of the row's first element; `out` starts at `out_base`.
+        let row_out = plan.out_offset(row);
+        if inner_reduced {
+            let mut partial = identity::<T>(r.op);
+            let mut c = col0;
+            while c < col0 + cols {
+                let len = TILE.min(col0 + cols - c);
+                let t = eval_tile::<T, FMA>(
+                    &r.input,
+                    &plan.space,
+                    sources,
+                    &offsets,
+                    c,
+                    len,
+                    &mut scratch,
+                    None,
+                )
+                .unwrap_or_default();
+                partial = combine(r.op, partial, fold(r.op, t));
+                c += len;
+            }
+            let o = row_out - out_base;
+            out[o] = combine(r.op, out[o], partial);
+        } else {
+            let mut c = col0;
+            while c < col0 + cols {
+                let len = TILE.min(col0 + cols - c);
+                let t = eval_tile::<T, FMA>(
+                    &r.input,
+                    &plan.space,
+                    sources,
+                    &offsets,
+                    c,
+                    len,
+                    &mut scratch,
+                    None,
+                )
+                .unwrap_or_default();
+                let at = row_out + c - out_base;
+                accumulate(r.op, &mut out[at..at + len], t);
+                c += len;
+            }
+        }
+    }
+}
+
+impl Kernel for ReduceLoop {
+    fn name(&self) -> &'static str {
+        "fused reduction"
+    }
+
+    fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
+        let arrays: Vec<&ArrayLiteral> = inputs
+            .iter()
+            .map(|v| v.array().ok_or("a reduction reads arrays"))
+            .collect::<Result<_, _>>()?;
+        let out = match self.input.ty {
+            PrimitiveType::F32 => self.execute::<f32>(&arrays, pool)?,
+            PrimitiveType::F64 => self.execute::<f64>(&arrays, pool)?,
+            other => return Err(format!("reductions compute in f32 or f64, not {other}")),
+        };
+        Ok(Value::owned(out))
+    }
+}

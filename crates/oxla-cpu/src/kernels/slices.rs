@@ -1,0 +1,356 @@
+//! Data movement with runtime or multiple sources, for any element type:
+//! `concatenate`, `dynamic-slice` and `dynamic-update-slice` (which writes
+//! into its operand in place when the operand's buffer is not shared, so a
+//! loop that updates one slice of a large array per iteration does not
+//! copy the array each time). Start indices are clamped into
+//! `[0, dim - size]` as XLA does.
+
+use std::sync::Arc;
+
+use oxla_hlo::{
+    ArrayData, ArrayLiteral, ArrayShape, HloComputation, HloInstruction, NativeType, PrimitiveType,
+    with_array_data,
+};
+
+use super::Kernel;
+use crate::buffer::Pool;
+use crate::value::{Buf, Value};
+
+fn row_major(dims: &[usize]) -> Vec<usize> {
+    let mut s = vec![1usize; dims.len()];
+    for i in (0..dims.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * dims[i + 1];
+    }
+    s
+}
+
+fn array_dims(comp: &HloComputation, instr: &HloInstruction, operand: usize) -> Option<Vec<usize>> {
+    Some(
+        comp.instruction(*instr.operands.get(operand)?)
+            .shape
+            .as_array()?
+            .dims_usize(),
+    )
+}
+
+/// Calls `f(offset_in_block, offset_in_array)` for each innermost row of a
+/// block of dimensions `block` placed at `start` in an array of strides
+/// `strides` (the block is row-major, dense).
+fn for_each_row(
+    block: &[usize],
+    start: &[usize],
+    strides: &[usize],
+    mut f: impl FnMut(usize, usize),
+) {
+    let rank = block.len();
+    if rank == 0 {
+        f(0, 0);
+        return;
+    }
+    let row = block[rank - 1];
+    let rows: usize = block[..rank - 1].iter().product();
+    if row == 0 || rows == 0 {
+        return;
+    }
+    let base: usize = start.iter().zip(strides).map(|(s, t)| s * t).sum();
+    for r in 0..rows {
+        let (mut rem, mut off) = (r, base);
+        for d in (0..rank - 1).rev() {
+            off += (rem % block[d]) * strides[d];
+            rem /= block[d];
+        }
+        f(r * row, off);
+    }
+}
+
+/// Start indices from scalar operands (or one vector, the seed's form),
+/// clamped so the block fits.
+fn starts(values: &[Value<'_>], dims: &[usize], sizes: &[usize]) -> Result<Vec<usize>, String> {
+    let raw: Vec<i128> = match values {
+        [v] if v.array().is_some_and(|a| a.dims().len() == 1) => {
+            let a = v.array().ok_or("start indices must be arrays")?;
+            (0..a.element_count())
+                .map(|i| a.data().scalar(i).as_i128())
+                .collect()
+        }
+        scalars => scalars
+            .iter()
+            .map(|v| {
+                v.array()
+                    .filter(|a| a.element_count() == 1)
+                    .map(|a| a.data().scalar(0).as_i128())
+            })
+            .collect::<Option<_>>()
+            .ok_or("start indices must be scalars")?,
+    };
+    if raw.len() != dims.len() {
+        return Err(format!(
+            "{} start indices for rank {}",
+            raw.len(),
+            dims.len()
+        ));
+    }
+    Ok(raw
+        .iter()
+        .zip(dims.iter().zip(sizes))
+        .map(|(&s, (&n, &size))| s.clamp(0, n.saturating_sub(size) as i128) as usize)
+        .collect())
+}
+
+pub(crate) struct DynamicSliceKernel {
+    ty: PrimitiveType,
+    dims: Vec<usize>,
+    sizes: Vec<usize>,
+}
+
+pub(crate) fn plan_dynamic_slice(
+    comp: &HloComputation,
+    instr: &HloInstruction,
+) -> Option<DynamicSliceKernel> {
+    let out = instr.shape.as_array()?;
+    Some(DynamicSliceKernel {
+        ty: out.element_type(),
+        dims: array_dims(comp, instr, 0)?,
+        sizes: out.dims_usize(),
+    })
+}
+
+fn slice_block<T: NativeType>(
+    src: &[T],
+    k: &DynamicSliceKernel,
+    start: &[usize],
+    pool: &Pool,
+) -> Vec<T> {
+    let n: usize = k.sizes.iter().product();
+    let mut out = pool.take::<T>(n);
+    let row = k.sizes.last().copied().unwrap_or(1);
+    for_each_row(&k.sizes, start, &row_major(&k.dims), |o, i| {
+        out[o..o + row].copy_from_slice(&src[i..i + row])
+    });
+    out
+}
+
+impl Kernel for DynamicSliceKernel {
+    fn name(&self) -> &'static str {
+        "dynamic-slice"
+    }
+
+    fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
+        let (first, rest) = inputs
+            .split_first()
+            .ok_or("dynamic-slice needs an operand")?;
+        let x = first
+            .array()
+            .filter(|a| {
+                a.dims()
+                    .iter()
+                    .map(|&d| d as usize)
+                    .eq(self.dims.iter().copied())
+            })
+            .ok_or("dynamic-slice reads an array of its operand's shape")?;
+        let start = starts(rest, &self.dims, &self.sizes)?;
+        let data: ArrayData =
+            with_array_data!(x.data(), v => NativeType::wrap(slice_block(v, self, &start, pool)));
+        let shape = ArrayShape::new(
+            self.ty,
+            self.sizes.iter().map(|&d| d as i64).collect::<Vec<_>>(),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Value::owned(
+            ArrayLiteral::new(shape, data).map_err(|e| e.to_string())?,
+        ))
+    }
+}
+
+pub(crate) struct DynamicUpdateSliceKernel {
+    dims: Vec<usize>,
+    update: Vec<usize>,
+}
+
+pub(crate) fn plan_dynamic_update_slice(
+    comp: &HloComputation,
+    instr: &HloInstruction,
+) -> Option<DynamicUpdateSliceKernel> {
+    Some(DynamicUpdateSliceKernel {
+        dims: array_dims(comp, instr, 0)?,
+        update: array_dims(comp, instr, 1)?,
+    })
+}
+
+fn update_block<T: NativeType>(
+    dst: &mut ArrayData,
+    update: &ArrayData,
+    k: &DynamicUpdateSliceKernel,
+    start: &[usize],
+) -> Option<()> {
+    let dst = T::slice_mut(dst)?;
+    let src = T::slice(update)?;
+    let row = k.update.last().copied().unwrap_or(1);
+    for_each_row(&k.update, start, &row_major(&k.dims), |u, o| {
+        dst[o..o + row].copy_from_slice(&src[u..u + row])
+    });
+    Some(())
+}
+
+impl Kernel for DynamicUpdateSliceKernel {
+    fn name(&self) -> &'static str {
+        "dynamic-update-slice"
+    }
+
+    fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
+        if inputs.len() < 2 {
+            return Err("dynamic-update-slice needs an operand and an update".into());
+        }
+        let start = starts(&inputs[2..], &self.dims, &self.update)?;
+        // The operand's own buffer when nothing else holds it, else a copy.
+        let mut target = match std::mem::replace(&mut inputs[0], Value::Token) {
+            Value::Array(Buf::Own(a)) => {
+                Arc::try_unwrap(a).unwrap_or_else(|shared| copy_of(&shared, pool))
+            }
+            Value::Array(Buf::Arg(a)) => copy_of(a, pool),
+            _ => return Err("dynamic-update-slice reads arrays".into()),
+        };
+        let update = inputs[1]
+            .array()
+            .filter(|a| {
+                a.dims()
+                    .iter()
+                    .map(|&d| d as usize)
+                    .eq(self.update.iter().copied())
+            })
+            .ok_or("dynamic-update-slice reads an update of its declared shape")?;
+        if !target
+            .dims()
+            .iter()
+            .map(|&d| d as usize)
+            .eq(self.dims.iter().copied())
+        {
+            return Err("dynamic-update-slice reads an operand of its declared shape".into());
+        }
+        let ty = target.element_type();
+        oxla_hlo::with_native_type!(ty, T => update_block::<T>(target.data_mut(), update.data(), self, &start))
+            .ok_or("dynamic-update-slice operands of different types")?;
+        Ok(Value::owned(target))
+    }
+}
+
+fn copy_of(a: &ArrayLiteral, pool: &Pool) -> ArrayLiteral {
+    fn go<T: NativeType>(v: &[T], pool: &Pool) -> ArrayData {
+        let mut out = pool.take::<T>(v.len());
+        out.copy_from_slice(v);
+        T::wrap(out)
+    }
+    let data = with_array_data!(a.data(), v => go(v, pool));
+    ArrayLiteral::new(a.shape().clone(), data).unwrap_or_else(|_| a.clone())
+}
+
+pub(crate) struct ConcatenateKernel {
+    ty: PrimitiveType,
+    /// Each operand's extent along the concatenated dimension, times the
+    /// size of the dimensions after it.
+    chunks: Vec<usize>,
+    outer: usize,
+    out_dims: Vec<usize>,
+}
+
+pub(crate) fn plan_concatenate(
+    comp: &HloComputation,
+    instr: &HloInstruction,
+) -> Option<ConcatenateKernel> {
+    let out = instr.shape.as_array()?;
+    let d = *instr.attrs.dimensions.as_ref()?.first()? as usize;
+    let out_dims = out.dims_usize();
+    let inner: usize = out_dims.get(d + 1..)?.iter().product();
+    let chunks = (0..instr.operands.len())
+        .map(|j| Some(array_dims(comp, instr, j)?.get(d)? * inner))
+        .collect::<Option<_>>()?;
+    Some(ConcatenateKernel {
+        ty: out.element_type(),
+        chunks,
+        outer: out_dims[..d].iter().product(),
+        out_dims,
+    })
+}
+
+fn concat<T: NativeType>(
+    k: &ConcatenateKernel,
+    parts: &[&ArrayData],
+    pool: &Pool,
+) -> Option<ArrayData> {
+    let srcs: Vec<&[T]> = parts.iter().map(|p| T::slice(p)).collect::<Option<_>>()?;
+    if srcs.len() != k.chunks.len()
+        || srcs
+            .iter()
+            .zip(&k.chunks)
+            .any(|(s, &c)| s.len() != k.outer * c)
+    {
+        return None;
+    }
+    let row: usize = k.chunks.iter().sum();
+    let mut out = pool.take::<T>(k.outer * row);
+    for o in 0..k.outer {
+        let mut at = o * row;
+        for (src, &c) in srcs.iter().zip(&k.chunks) {
+            out[at..at + c].copy_from_slice(&src[o * c..(o + 1) * c]);
+            at += c;
+        }
+    }
+    Some(T::wrap(out))
+}
+
+impl Kernel for ConcatenateKernel {
+    fn name(&self) -> &'static str {
+        "concatenate"
+    }
+
+    fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
+        let parts: Vec<&ArrayData> = inputs
+            .iter()
+            .map(|v| {
+                v.array()
+                    .map(|a| a.data())
+                    .ok_or("concatenate reads arrays")
+            })
+            .collect::<Result<_, _>>()?;
+        let data = oxla_hlo::with_native_type!(self.ty, T => concat::<T>(self, &parts, pool))
+            .ok_or("concatenate operands of different types")?;
+        let shape = ArrayShape::new(
+            self.ty,
+            self.out_dims.iter().map(|&d| d as i64).collect::<Vec<_>>(),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Value::owned(
+            ArrayLiteral::new(shape, data).map_err(|e| e.to_string())?,
+        ))
+    }
+}
+
+/// `bitcast-convert`: the operand's bytes, row-major and little-endian,
+/// read as the result type (a width change adds or drops a minor dimension).
+pub(crate) struct BitcastConvertKernel {
+    shape: ArrayShape,
+}
+
+pub(crate) fn plan_bitcast_convert(instr: &HloInstruction) -> Option<BitcastConvertKernel> {
+    let shape = instr.shape.as_array()?.clone();
+    (shape.element_type() != PrimitiveType::Pred).then_some(BitcastConvertKernel { shape })
+}
+
+impl Kernel for BitcastConvertKernel {
+    fn name(&self) -> &'static str {
+        "bitcast-convert"
+    }
+
+    fn run<'a>(&self, inputs: &mut [Value<'a>], _pool: &Pool) -> Result<Value<'a>, String> {
+        let x = inputs
+            .first()
+            .and_then(Value::array)
+            .ok_or("bitcast-convert reads an array")?;
+        if x.element_type() == PrimitiveType::Pred {
+            return Err("bitcast-convert of pred".into());
+        }
+        let out = ArrayLiteral::from_bytes(self.shape.clone(), &x.to_bytes())
+            .map_err(|e| e.to_string())?;
+        Ok(Value::owned(out))
+    }
+}

@@ -1,0 +1,543 @@
+//! Windowed operations: reduce-window with add, multiply, maximum or
+//! minimum (pooling, cumulative sums), and select-and-scatter choosing the
+//! maximum or minimum and adding (the gradient of max pooling).
+//!
+//! A reduce-window is separable for these reductions, so it runs as one
+//! one-dimensional pass per windowed dimension, each vectorised along the
+//! dimensions inside it; padding and dilation holes are skipped (not fed as
+//! the init value, as XLA does), and the init value is combined once at the
+//! end. Select-and-scatter walks each window in lexicographic order, as the
+//! spec requires, splitting the work over the outer dimensions that no
+//! window spans.
+
+use oxla_hlo::ir::{ComparisonDirection, Window, WindowDim};
+use oxla_hlo::{
+    ArrayData, ArrayLiteral, ArrayShape, HloComputation, HloInstruction, HloModule, NativeType,
+    Opcode, PrimitiveType,
+};
+use rayon::prelude::*;
+
+use super::Kernel;
+use super::fused::Binary;
+use crate::buffer::Pool;
+use crate::value::Value;
+
+/// `op(p0, p1)` in either order, if the computation is just that.
+fn binary_of(
+    module: &HloModule,
+    id: Option<oxla_hlo::ComputationId>,
+) -> Option<(Opcode, &HloInstruction, bool)> {
+    let comp = module.computations().get(id?.index())?;
+    let root = comp.root_instruction();
+    let params: Vec<Option<usize>> = root
+        .operands
+        .iter()
+        .map(|o| {
+            let i = comp.instruction(*o);
+            (i.opcode == Opcode::Parameter)
+                .then_some(i.attrs.parameter_number)
+                .flatten()
+        })
+        .collect();
+    if comp.num_parameters() != 2 {
+        return None;
+    }
+    match params.as_slice() {
+        [Some(0), Some(1)] => Some((root.opcode, root, false)),
+        [Some(1), Some(0)] => Some((root.opcode, root, true)),
+        _ => None,
+    }
+}
+
+fn reduction(op: Opcode) -> Option<Binary> {
+    Some(match op {
+        Opcode::Add => Binary::Add,
+        Opcode::Multiply => Binary::Mul,
+        Opcode::Maximum => Binary::Max,
+        Opcode::Minimum => Binary::Min,
+        _ => return None,
+    })
+}
+
+trait Elem:
+    oxla_hlo::NativeType
+    + super::minmax::MinMax
+    + std::ops::Add<Output = Self>
+    + std::ops::Mul<Output = Self>
+{
+    fn identity(op: Binary) -> Self;
+}
+
+macro_rules! elem {
+    ($t:ty) => {
+        impl Elem for $t {
+            fn identity(op: Binary) -> Self {
+                match op {
+                    Binary::Add => 0.0,
+                    Binary::Mul => 1.0,
+                    Binary::Max => <$t>::NEG_INFINITY,
+                    _ => <$t>::INFINITY,
+                }
+            }
+        }
+    };
+}
+
+elem!(f32);
+elem!(f64);
+
+#[inline(always)]
+fn combine<T: Elem>(op: Binary, a: T, b: T) -> T {
+    match op {
+        Binary::Add => a + b,
+        Binary::Mul => a * b,
+        Binary::Max => super::minmax::max(a, b),
+        _ => super::minmax::min(a, b),
+    }
+}
+
+/// The input index along one dimension for output index `o` and window tap `k`, if not padding or a hole.
+#[inline(always)]
+fn tap(w: &WindowDim, size: usize, o: usize, k: usize) -> Option<usize> {
+    let pos = o as i64 * w.stride + k as i64 * w.window_dilation - w.pad_low;
+    if pos < 0 || pos % w.base_dilation != 0 {
+        return None;
+    }
+    let i = (pos / w.base_dilation) as usize;
+    (i < size).then_some(i)
+}
+
+fn output_size(w: &WindowDim, base: usize) -> usize {
+    let dilated = if base == 0 {
+        0
+    } else {
+        (base as i64 - 1) * w.base_dilation + 1
+    };
+    let padded = dilated + w.pad_low + w.pad_high;
+    let span = (w.size - 1) * w.window_dilation + 1;
+    if padded < span {
+        0
+    } else {
+        ((padded - span) / w.stride + 1) as usize
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct ReduceWindowKernel {
+    ty: PrimitiveType,
+    op: Binary,
+    dims: Vec<usize>,
+    window: Window,
+    out_dims: Vec<i64>,
+}
+
+pub(crate) fn plan_reduce_window(
+    module: &HloModule,
+    comp: &HloComputation,
+    instr: &HloInstruction,
+) -> Option<ReduceWindowKernel> {
+    if instr.operands.len() != 2 {
+        return None;
+    }
+    let ty = instr
+        .shape
+        .element_type()
+        .filter(|t| matches!(t, PrimitiveType::F32 | PrimitiveType::F64))?;
+    let (opcode, _, _) = binary_of(module, instr.called.to_apply)?;
+    let op = reduction(opcode)?;
+    let dims = comp
+        .instruction(instr.operands[0])
+        .shape
+        .as_array()?
+        .dims_usize();
+    Some(ReduceWindowKernel {
+        ty,
+        op,
+        dims,
+        window: instr.attrs.window.clone()?,
+        out_dims: instr.shape.as_array()?.dims().to_vec(),
+    })
+}
+
+/// One pass along dimension `d`: `[outer, n, inner] -> [outer, m, inner]`.
+fn pass<T: Elem>(
+    op: Binary,
+    input: &[T],
+    dims: &[usize],
+    d: usize,
+    w: &WindowDim,
+    pool: &Pool,
+) -> (Vec<T>, Vec<usize>) {
+    let outer: usize = dims[..d].iter().product();
+    let inner: usize = dims[d + 1..].iter().product();
+    let n = dims[d];
+    let m = output_size(w, n);
+    let mut out_dims = dims.to_vec();
+    out_dims[d] = m;
+    let mut out = pool.filled(outer * m * inner, T::identity(op));
+    if out.is_empty() {
+        return (out, out_dims);
+    }
+    let taps: Vec<Vec<usize>> = (0..m)
+        .map(|o| {
+            (0..w.size as usize)
+                .filter_map(|k| tap(w, n, o, k))
+                .collect()
+        })
+        .collect();
+    let work = |(block, dst): (usize, &mut [T])| {
+        let src = &input[block * n * inner..(block + 1) * n * inner];
+        if inner == 1 {
+            // The windowed dimension is the innermost: fold scalars.
+            for (d, taps) in dst.iter_mut().zip(&taps) {
+                let mut acc = *d;
+                for &i in taps {
+                    acc = combine(op, acc, src[i]);
+                }
+                *d = acc;
+            }
+            return;
+        }
+        for (o, taps) in taps.iter().enumerate() {
+            let acc = &mut dst[o * inner..(o + 1) * inner];
+            for &i in taps {
+                let row = &src[i * inner..(i + 1) * inner];
+                for (a, &v) in acc.iter_mut().zip(row) {
+                    *a = combine(op, *a, v);
+                }
+            }
+        }
+    };
+    if outer * m * inner >= 1 << 16 && outer > 1 {
+        out.par_chunks_mut(m * inner).enumerate().for_each(work);
+    } else {
+        out.chunks_mut(m * inner).enumerate().for_each(work);
+    }
+    (out, out_dims)
+}
+
+impl ReduceWindowKernel {
+    fn execute<T: Elem>(&self, input: &[T], init: T, pool: &Pool) -> Vec<T> {
+        let mut dims = self.dims.clone();
+        let mut current: Option<Vec<T>> = None;
+        for (d, w) in self.window.dims.iter().enumerate() {
+            let trivial = w.size == 1
+                && w.stride == 1
+                && w.pad_low == 0
+                && w.pad_high == 0
+                && w.base_dilation == 1;
+            if trivial {
+                continue;
+            }
+            let src: &[T] = current.as_deref().unwrap_or(input);
+            let (next, next_dims) = pass(self.op, src, &dims, d, w, pool);
+            if let Some(done) = current.replace(next) {
+                pool.give(done);
+            }
+            dims = next_dims;
+        }
+        let mut out = current.unwrap_or_else(|| {
+            let mut v = pool.take(input.len());
+            v.copy_from_slice(input);
+            v
+        });
+        for v in out.iter_mut() {
+            *v = combine(self.op, init, *v);
+        }
+        out
+    }
+}
+
+impl Kernel for ReduceWindowKernel {
+    fn name(&self) -> &'static str {
+        "reduce-window"
+    }
+
+    fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
+        let (Some(x), Some(init)) = (
+            inputs.first().and_then(Value::array),
+            inputs.get(1).and_then(Value::array),
+        ) else {
+            return Err("reduce-window reads an array and an init value".into());
+        };
+        let data = match (x.data(), init.data()) {
+            (ArrayData::F32(a), ArrayData::F32(i)) => f32::wrap(self.execute(a, i[0], pool)),
+            (ArrayData::F64(a), ArrayData::F64(i)) => f64::wrap(self.execute(a, i[0], pool)),
+            _ => return Err("reduce-window operands must be f32 or f64".into()),
+        };
+        let shape = ArrayShape::new(self.ty, self.out_dims.clone()).map_err(|e| e.to_string())?;
+        Ok(Value::owned(
+            ArrayLiteral::new(shape, data).map_err(|e| e.to_string())?,
+        ))
+    }
+}
+
+/// Select-and-scatter picking by a comparison and scattering with add.
+#[derive(Clone, Debug)]
+pub(crate) struct SelectScatterKernel {
+    ty: PrimitiveType,
+    /// Keep the current pick `a` over a new element `b` when `a dir b`.
+    dir: ComparisonDirection,
+    dims: Vec<usize>,
+    window: Window,
+}
+
+pub(crate) fn plan_select_and_scatter(
+    module: &HloModule,
+    comp: &HloComputation,
+    instr: &HloInstruction,
+) -> Option<SelectScatterKernel> {
+    let ty = instr
+        .shape
+        .element_type()
+        .filter(|t| matches!(t, PrimitiveType::F32 | PrimitiveType::F64))?;
+    let (sel, root, swapped) = binary_of(module, instr.called.select)?;
+    if sel != Opcode::Compare
+        || !matches!(
+            root.attrs.comparison_type,
+            None | Some(oxla_hlo::ir::ComparisonType::Float)
+        )
+    {
+        return None;
+    }
+    let dir = root.attrs.comparison_direction?;
+    // select(a, b) = compare(b, a) flips the direction.
+    let dir = if swapped {
+        match dir {
+            ComparisonDirection::Ge => ComparisonDirection::Le,
+            ComparisonDirection::Gt => ComparisonDirection::Lt,
+            ComparisonDirection::Le => ComparisonDirection::Ge,
+            ComparisonDirection::Lt => ComparisonDirection::Gt,
+            d => d,
+        }
+    } else {
+        dir
+    };
+    if !matches!(
+        dir,
+        ComparisonDirection::Ge
+            | ComparisonDirection::Gt
+            | ComparisonDirection::Le
+            | ComparisonDirection::Lt
+    ) {
+        return None;
+    }
+    let (scatter, _, _) = binary_of(module, instr.called.scatter)?;
+    if scatter != Opcode::Add {
+        return None;
+    }
+    let dims = comp
+        .instruction(instr.operands[0])
+        .shape
+        .as_array()?
+        .dims_usize();
+    Some(SelectScatterKernel {
+        ty,
+        dir,
+        dims,
+        window: instr.attrs.window.clone()?,
+    })
+}
+
+/// Select-and-scatter over one plane: for each source element, the window
+/// position `keep` selects (the first of equals under GE or LE), in
+/// row-major window order as XLA walks it, receives the source value.
+#[inline(always)]
+fn scatter_2d<T: Elem>(
+    op: &[T],
+    src: &[T],
+    dst: &mut [T],
+    (h, w): (usize, usize),
+    (oh, ow): (usize, usize),
+    wy: &WindowDim,
+    wx: &WindowDim,
+    keep: impl Fn(T, T) -> bool,
+) {
+    for oy in 0..oh {
+        let y0 = oy as i64 * wy.stride - wy.pad_low;
+        for ox in 0..ow {
+            let x0 = ox as i64 * wx.stride - wx.pad_low;
+            let mut best: Option<(usize, T)> = None;
+            for ky in 0..wy.size {
+                let y = y0 + ky * wy.window_dilation;
+                if y < 0 || y >= h as i64 {
+                    continue;
+                }
+                let row = y as usize * w;
+                for kx in 0..wx.size {
+                    let x = x0 + kx * wx.window_dilation;
+                    if x < 0 || x >= w as i64 {
+                        continue;
+                    }
+                    let o = row + x as usize;
+                    let v = op[o];
+                    best = match best {
+                        Some((bo, bv)) if keep(bv, v) => Some((bo, bv)),
+                        _ => Some((o, v)),
+                    };
+                }
+            }
+            if let Some((o, _)) = best {
+                dst[o] = dst[o] + src[oy * ow + ox];
+            }
+        }
+    }
+}
+
+impl SelectScatterKernel {
+    fn execute<T: Elem>(&self, operand: &[T], source: &[T], init: T, pool: &Pool) -> Vec<T> {
+        let rank = self.dims.len();
+        let w = &self.window.dims;
+        let out_dims: Vec<usize> = (0..rank)
+            .map(|d| output_size(&w[d], self.dims[d]))
+            .collect();
+        let mut result = pool.filled(operand.len(), init);
+        if operand.is_empty() || source.is_empty() {
+            return result;
+        }
+        // Outer dimensions no window reaches across: independent blocks.
+        let free = (0..rank)
+            .take_while(|&d| {
+                let wd = &w[d];
+                wd.size == 1
+                    && wd.stride == 1
+                    && wd.pad_low == 0
+                    && wd.pad_high == 0
+                    && wd.base_dilation == 1
+            })
+            .count();
+        let blocks: usize = self.dims[..free].iter().product();
+        let in_block: usize = self.dims[free..].iter().product();
+        let src_block: usize = out_dims[free..].iter().product();
+        let in_strides = {
+            let mut s = vec![1usize; rank];
+            for d in (0..rank.saturating_sub(1)).rev() {
+                s[d] = s[d + 1] * self.dims[d + 1];
+            }
+            s
+        };
+        // The two innermost dimensions windowed, nothing dilating the base:
+        // pooling's shape, with a loop nest of its own.
+        if rank - free == 2 && w[free..].iter().all(|d| d.base_dilation == 1) {
+            let (wy, wx) = (&w[rank - 2], &w[rank - 1]);
+            let (h, wd) = (self.dims[rank - 2], self.dims[rank - 1]);
+            let (oh, ow) = (out_dims[rank - 2], out_dims[rank - 1]);
+            let plane = |(block, dst): (usize, &mut [T])| {
+                let op = &operand[block * in_block..(block + 1) * in_block];
+                let src = &source[block * src_block..(block + 1) * src_block];
+                match self.dir {
+                    ComparisonDirection::Ge => {
+                        scatter_2d(op, src, dst, (h, wd), (oh, ow), wy, wx, |a: T, b: T| a >= b)
+                    }
+                    ComparisonDirection::Gt => {
+                        scatter_2d(op, src, dst, (h, wd), (oh, ow), wy, wx, |a: T, b: T| a > b)
+                    }
+                    ComparisonDirection::Le => {
+                        scatter_2d(op, src, dst, (h, wd), (oh, ow), wy, wx, |a: T, b: T| a <= b)
+                    }
+                    _ => scatter_2d(op, src, dst, (h, wd), (oh, ow), wy, wx, |a: T, b: T| a < b),
+                }
+            };
+            if blocks > 1 && operand.len() >= 1 << 16 {
+                result.par_chunks_mut(in_block).enumerate().for_each(plane);
+            } else {
+                result
+                    .chunks_mut(in_block.max(1))
+                    .enumerate()
+                    .for_each(plane);
+            }
+            return result;
+        }
+        let dir = self.dir;
+        let keep = |a: T, b: T| match dir {
+            ComparisonDirection::Ge => a >= b,
+            ComparisonDirection::Gt => a > b,
+            ComparisonDirection::Le => a <= b,
+            _ => a < b,
+        };
+        let sub_dims = &out_dims[free..];
+        let work = |(block, dst): (usize, &mut [T])| {
+            let op = &operand[block * in_block..(block + 1) * in_block];
+            let src = &source[block * src_block..(block + 1) * src_block];
+            let mut pos = vec![0usize; rank - free];
+            let mut taps = vec![0usize; rank - free];
+            for (s_index, &value) in src.iter().enumerate() {
+                let mut rem = s_index;
+                for k in (0..pos.len()).rev() {
+                    pos[k] = rem % sub_dims[k];
+                    rem /= sub_dims[k];
+                }
+                // Walk the window in lexicographic order, keeping the selected element.
+                let mut best: Option<(usize, T)> = None;
+                taps.iter_mut().for_each(|t| *t = 0);
+                'window: loop {
+                    let mut off = Some(0usize);
+                    for k in 0..pos.len() {
+                        let d = free + k;
+                        off = match (off, tap(&w[d], self.dims[d], pos[k], taps[k])) {
+                            (Some(o), Some(i)) => Some(o + i * in_strides[d]),
+                            _ => None,
+                        };
+                    }
+                    if let Some(o) = off {
+                        let v = op[o];
+                        best = match best {
+                            Some((bo, bv)) if keep(bv, v) => Some((bo, bv)),
+                            _ => Some((o, v)),
+                        };
+                    }
+                    for k in (0..taps.len()).rev() {
+                        taps[k] += 1;
+                        if taps[k] < w[free + k].size as usize {
+                            continue 'window;
+                        }
+                        taps[k] = 0;
+                    }
+                    break;
+                }
+                if let Some((o, _)) = best {
+                    dst[o] = dst[o] + value;
+                }
+            }
+        };
+        if blocks > 1 && operand.len() >= 1 << 16 {
+            result.par_chunks_mut(in_block).enumerate().for_each(work);
+        } else {
+            result
+                .chunks_mut(in_block.max(1))
+                .enumerate()
+                .for_each(work);
+        }
+        result
+    }
+}
+
+impl Kernel for SelectScatterKernel {
+    fn name(&self) -> &'static str {
+        "select-and-scatter"
+    }
+
+    fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
+        let arrays: Vec<&ArrayLiteral> = inputs.iter().filter_map(Value::array).collect();
+        let [x, s, init] = arrays.as_slice() else {
+            return Err("select-and-scatter reads an operand, a source and an init value".into());
+        };
+        let data = match (x.data(), s.data(), init.data()) {
+            (ArrayData::F32(a), ArrayData::F32(b), ArrayData::F32(i)) => {
+                f32::wrap(self.execute(a, b, i[0], pool))
+            }
+            (ArrayData::F64(a), ArrayData::F64(b), ArrayData::F64(i)) => {
+                f64::wrap(self.execute(a, b, i[0], pool))
+            }
+            _ => return Err("select-and-scatter operands must be f32 or f64".into()),
+        };
+        let shape = ArrayShape::new(
+            self.ty,
+            self.dims.iter().map(|&d| d as i64).collect::<Vec<_>>(),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Value::owned(
+            ArrayLiteral::new(shape, data).map_err(|e| e.to_string())?,
+        ))
+    }
+}

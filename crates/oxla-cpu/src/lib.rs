@@ -1,0 +1,178 @@
+//! oxla's compiled CPU backend. `compile` runs the optimisation passes,
+//! fuses element-wise work into loop kernels, and lowers each computation
+//! to a program of native kernels; operations without a kernel run through
+//! the reference interpreter, so every module runs, and results agree with
+//! the interpreter (exactly for integers, within a stated tolerance for
+//! floats).
+
+mod buffer;
+mod error;
+mod exec;
+mod fusion;
+mod kernels;
+mod program;
+mod threads;
+mod value;
+
+pub use error::{CpuError, CpuResult};
+
+use oxla_hlo::{HloModule, Literal};
+use oxla_interp::{EvalError, EvalOptions, Services, Session};
+
+use crate::buffer::Pool;
+use crate::exec::Exec;
+use crate::program::Program;
+use crate::value::Value;
+
+/// A compiled module.
+pub struct CpuExecutable {
+    /// The module after the optimisation passes.
+    module: HloModule,
+    programs: Vec<Program>,
+    /// The module as given, with every operation interpreted, for
+    /// executions that flush denormals as XLA:CPU does (the native kernels
+    /// keep them, and constant folding does not flush).
+    original: HloModule,
+    interpreted: Vec<Program>,
+    /// Arrays earlier executions finished with, for later ones to reuse.
+    pool: Pool,
+    /// Whether some operation is large enough to split across threads.
+    parallel: bool,
+}
+
+/// Compiles a verified module.
+pub fn compile(module: &HloModule) -> CpuResult<CpuExecutable> {
+    let original = module.clone();
+    let module = oxla_passes::optimize(module);
+    let programs = program::lower(&module, true)?;
+    let interpreted = program::lower(&original, false)?;
+    let parallel = has_parallel_work(&module);
+    Ok(CpuExecutable {
+        module,
+        programs,
+        original,
+        interpreted,
+        pool: Pool::default(),
+        parallel,
+    })
+}
+
+/// Whether any array in the module is big enough for a kernel to split it.
+fn has_parallel_work(module: &HloModule) -> bool {
+    module
+        .computations()
+        .iter()
+        .flat_map(|c| c.instructions())
+        .any(|i| {
+            i.shape.leaves().iter().any(|a| {
+                a.element_count()
+                    .is_ok_and(|n| n >= kernels::fused::PARALLEL_MIN)
+            })
+        })
+}
+
+impl CpuExecutable {
+    /// The module as compiled (after the optimisation passes).
+    pub fn module(&self) -> &HloModule {
+        &self.module
+    }
+
+    /// The compiled programs, one line per step: what computes each value
+    /// (a native kernel, control flow, or the interpreter) and what it reads.
+    pub fn describe(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        for program in &self.programs {
+            let comp = self.module.computation(program.computation);
+            let _ = writeln!(out, "{}:", comp.name);
+            for step in &program.steps {
+                let instr = comp.instruction(step.instr);
+                let what = match &step.kind {
+                    program::Kind::Parameter(n) => format!("parameter {n}"),
+                    program::Kind::Constant(_) => "constant".to_string(),
+                    program::Kind::Tuple => "tuple".to_string(),
+                    program::Kind::GetTupleElement(i) => format!("get-tuple-element {i}"),
+                    program::Kind::Call(_) => "call".to_string(),
+                    program::Kind::While { .. } => "while".to_string(),
+                    program::Kind::Conditional { .. } => "conditional".to_string(),
+                    program::Kind::Kernel(k) => k.name().to_string(),
+                    program::Kind::Interpret => format!("interpreted {}", instr.opcode),
+                };
+                let reads: Vec<&str> = step
+                    .inputs
+                    .iter()
+                    .map(|&i| comp.instructions()[i].name.as_str())
+                    .collect();
+                let _ = writeln!(out, "  {} = {what} ({})", instr.name, reads.join(", "));
+            }
+        }
+        out
+    }
+
+    /// How many steps of the compiled programs run native kernels (the rest
+    /// are control flow, tuples, constants and interpreted operations).
+    pub fn native_steps(&self) -> usize {
+        self.programs
+            .iter()
+            .flat_map(|p| &p.steps)
+            .filter(|s| matches!(s.kind, program::Kind::Kernel(_)))
+            .count()
+    }
+
+    /// Gives the arrays of a result the caller no longer needs back to this
+    /// executable, so the next execution writes into memory that is already
+    /// mapped instead of fresh pages (as a caller running one step function
+    /// in a loop would).
+    pub fn recycle(&self, result: Literal) {
+        self.pool.give_value(Value::from_literal(result));
+    }
+
+    /// Runs the entry computation on `args`.
+    pub fn execute(
+        &self,
+        args: &[Literal],
+        options: &EvalOptions,
+        services: &dyn Services,
+    ) -> CpuResult<Literal> {
+        let entry = self.module.entry();
+        if args.len() != entry.num_parameters() {
+            return Err(CpuError::Eval(EvalError::ArgumentCount {
+                computation: entry.name.clone(),
+                expected: entry.num_parameters(),
+                actual: args.len(),
+            }));
+        }
+        for (index, (arg, &param)) in args.iter().zip(entry.parameters()).enumerate() {
+            let p = entry.instruction(param);
+            if !arg.shape().compatible(&p.shape) {
+                return Err(CpuError::Eval(EvalError::ArgumentShape {
+                    computation: entry.name.clone(),
+                    parameter: p.name.clone(),
+                    index,
+                    expected: p.shape.to_string(),
+                    actual: arg.shape().to_string(),
+                }));
+            }
+        }
+        let (module, programs) = if options.flush_denormals {
+            (&self.original, &self.interpreted)
+        } else {
+            (&self.module, &self.programs)
+        };
+        let run = || -> CpuResult<Literal> {
+            let session = Session::new(module, options, services);
+            let mut exec = Exec::new(module, programs, options, session, &self.pool);
+            let mut values: Vec<Value> = args.iter().map(Value::borrowed).collect();
+            let result = exec.run(module.entry_id().index(), &mut values)?;
+            Ok(result.into_literal())
+        };
+        // Replicas of one program meet at collectives: inside a pool with fewer
+        // threads than replicas, the ones waiting for a thread would never
+        // arrive. Replicated executions stay on their own threads.
+        if self.parallel && services.replica_count() <= 1 {
+            threads::in_pool(run)
+        } else {
+            run()
+        }
+    }
+}

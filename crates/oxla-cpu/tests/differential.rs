@@ -1,0 +1,441 @@
+//! The CPU backend against the interpreter on shapes large enough to take
+//! the multi-threaded paths, for each kernel family: fused element-wise
+//! loops (broadcasts, transposes, slices, reverses, iotas, predicates),
+//! reductions in every layout, and dots with every kind of dimension numbers.
+
+use oxla_hlo::{ArrayData, ArrayLiteral, HloModule, Literal, PrimitiveType, Shape};
+use oxla_interp::{EvalOptions, NoServices};
+
+/// Uniform values in [-2, 2) (integers in [-8, 8), preds fair), deterministic.
+fn random(shape: &Shape, seed: &mut u64) -> Literal {
+    let Shape::Array(a) = shape else {
+        panic!("array parameters only")
+    };
+    let n = a.element_count().unwrap();
+    let mut next = || {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((*seed >> 11) as f64) / (1u64 << 53) as f64
+    };
+    let data = match a.element_type() {
+        PrimitiveType::F32 => ArrayData::F32((0..n).map(|_| (next() * 4.0 - 2.0) as f32).collect()),
+        PrimitiveType::F64 => ArrayData::F64((0..n).map(|_| next() * 4.0 - 2.0).collect()),
+        PrimitiveType::Pred => ArrayData::Pred((0..n).map(|_| next() < 0.5).collect()),
+        PrimitiveType::S32 => ArrayData::S32((0..n).map(|_| (next() * 16.0) as i32 - 8).collect()),
+        other => panic!("no random {other}"),
+    };
+    Literal::Array(ArrayLiteral::new(a.clone(), data).unwrap())
+}
+
+/// Runs `text` on both backends. The executable runs three times, on two
+/// argument sets (A, B, A), with each result handed back to it: buffers it
+/// reuses hold an earlier execution's values, which must never show.
+fn check(text: &str, rtol: f64) {
+    let module: HloModule = oxla_text::parse_module(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let options = EvalOptions::default();
+    let exe = oxla_cpu::compile(&module).unwrap();
+    let arguments = |mut seed: u64| -> Vec<Literal> {
+        module
+            .program_shape()
+            .parameters
+            .iter()
+            .map(|s| random(s, &mut seed))
+            .collect()
+    };
+    for (run, seed) in [7, 8, 7].into_iter().enumerate() {
+        let args = arguments(seed);
+        let want = oxla_interp::evaluate(&module, &args, &options, &NoServices).unwrap();
+        let got = exe.execute(&args, &options, &NoServices).unwrap();
+        if let Some(m) = got.first_mismatch(&want, rtol, rtol) {
+            panic!("run {run}: {m}\n{text}");
+        }
+        exe.recycle(got);
+    }
+    assert!(exe.native_steps() > 0, "nothing ran natively:\n{text}");
+}
+
+#[test]
+fn fused_elementwise_with_broadcasts() {
+    check(
+        "HloModule t\nENTRY e {\n  a = f32[300000] parameter(0)\n  b = f32[300000] parameter(1)\n  c = f32[300000] parameter(2)\n  m = f32[300000] multiply(a, b)\n  s = f32[300000] add(m, c)\n  ROOT t = f32[300000] tanh(s)\n}\n",
+        2e-6,
+    );
+    check(
+        "HloModule t\nENTRY e {\n  x = f32[700,513] parameter(0)\n  v = f32[513] parameter(1)\n  b = f32[700,513] broadcast(v), dimensions={1}\n  s = f32[700,513] add(x, b)\n  e = f32[700,513] exponential(s)\n  ROOT l = f32[700,513] log(e)\n}\n",
+        1e-5,
+    );
+    check(
+        "HloModule t\nENTRY e {\n  x = f64[600,400] parameter(0)\n  t = f64[400,600] transpose(x), dimensions={1,0}\n  y = f64[400,600] parameter(1)\n  ROOT m = f64[400,600] maximum(t, y)\n}\n",
+        0.0,
+    );
+}
+
+#[test]
+fn fused_index_operations_and_predicates() {
+    check(
+        "HloModule t\nENTRY e {\n  x = f32[500,800] parameter(0)\n  s = f32[250,400] slice(x), slice={[0:500:2], [1:800:2]}\n  r = f32[250,400] reverse(s), dimensions={0}\n  i = f32[250,400] iota(), iota_dimension=1\n  c = pred[250,400] compare(r, i), direction=LT\n  z = f32[] constant(0)\n  zb = f32[250,400] broadcast(z), dimensions={}\n  ROOT o = f32[250,400] select(c, r, zb)\n}\n",
+        0.0,
+    );
+    check(
+        "HloModule t\nENTRY e {\n  x = f32[400,700] parameter(0)\n  p = pred[400,700] parameter(1)\n  r = f32[700,400] reshape(x)\n  q = pred[700,400] reshape(p)\n  n = pred[700,400] not(q)\n  f = pred[700,400] is-finite(r)\n  ROOT a = pred[700,400] and(n, f)\n}\n",
+        0.0,
+    );
+}
+
+#[test]
+fn reductions_in_every_layout() {
+    let reduce = |dims: &str, out: &str, op: &str| {
+        format!(
+            "HloModule r\nr {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] {op}(a, b)\n}}\nENTRY e {{\n  x = f32[64,300,40] parameter(0)\n  z = f32[] constant(0)\n  ROOT s = f32[{out}] reduce(x, z), dimensions={{{dims}}}, to_apply=r\n}}\n"
+        )
+    };
+    for (dims, out) in [
+        ("0", "300,40"),
+        ("1", "64,40"),
+        ("2", "64,300"),
+        ("0,2", "300"),
+        ("1,2", "64"),
+        ("0,1", "40"),
+        ("0,1,2", ""),
+    ] {
+        check(&reduce(dims, out, "add"), 1e-4);
+        check(&reduce(dims, out, "maximum"), 0.0);
+    }
+    // Softmax's pattern: the reduced input is computed in the fused loop.
+    check(
+        "HloModule s\nmax {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] maximum(a, b)\n}\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  ninf = f32[] constant(-inf)\n  m = f32[512] reduce(x, ninf), dimensions={1}, to_apply=max\n  mb = f32[512,1024] broadcast(m), dimensions={0}\n  d = f32[512,1024] subtract(x, mb)\n  ex = f32[512,1024] exponential(d)\n  z = f32[] constant(0)\n  s = f32[512] reduce(ex, z), dimensions={1}, to_apply=add\n  sb = f32[512,1024] broadcast(s), dimensions={0}\n  ROOT y = f32[512,1024] divide(ex, sb)\n}\n",
+        1e-5,
+    );
+}
+
+#[test]
+fn dots_with_every_kind_of_dimension_numbers() {
+    let dot = |l: &str, r: &str, o: &str, attrs: &str| {
+        format!(
+            "HloModule d\nENTRY e {{\n  a = f32[{l}] parameter(0)\n  b = f32[{r}] parameter(1)\n  ROOT d = f32[{o}] dot(a, b), {attrs}\n}}\n"
+        )
+    };
+    check(
+        &dot(
+            "256,300",
+            "300,200",
+            "256,200",
+            "lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+        ),
+        1e-4,
+    );
+    check(
+        &dot(
+            "300,256",
+            "300,200",
+            "256,200",
+            "lhs_contracting_dims={0}, rhs_contracting_dims={0}",
+        ),
+        1e-4,
+    );
+    check(
+        &dot(
+            "256,300",
+            "200,300",
+            "256,200",
+            "lhs_contracting_dims={1}, rhs_contracting_dims={1}",
+        ),
+        1e-4,
+    );
+    check(
+        &dot(
+            "4,50,60",
+            "4,60,70",
+            "4,50,70",
+            "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
+        ),
+        1e-4,
+    );
+    // Batch in the middle and two contracting dimensions in swapped order: copied first.
+    check(
+        &dot(
+            "30,4,20,6",
+            "6,4,20,25",
+            "4,30,25",
+            "lhs_batch_dims={1}, lhs_contracting_dims={2,3}, rhs_batch_dims={1}, rhs_contracting_dims={2,0}",
+        ),
+        1e-4,
+    );
+    check(
+        &dot(
+            "300",
+            "300",
+            "",
+            "lhs_contracting_dims={0}, rhs_contracting_dims={0}",
+        ),
+        1e-4,
+    );
+    check(
+        &dot(
+            "128,300",
+            "300",
+            "128",
+            "lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+        ),
+        1e-4,
+    );
+}
+
+#[test]
+fn copies_and_transposes_of_any_type() {
+    check(
+        "HloModule t\nENTRY e {\n  x = f32[2048,1000] parameter(0)\n  ROOT t = f32[1000,2048] transpose(x), dimensions={1,0}\n}\n",
+        0.0,
+    );
+    check(
+        "HloModule t\nENTRY e {\n  x = s32[30,50,70] parameter(0)\n  ROOT t = s32[70,30,50] transpose(x), dimensions={2,0,1}\n}\n",
+        0.0,
+    );
+    check(
+        "HloModule t\nENTRY e {\n  x = s32[30,50,70] parameter(0)\n  ROOT t = s32[50,30,70] transpose(x), dimensions={1,0,2}\n}\n",
+        0.0,
+    );
+    check(
+        "HloModule t\nENTRY e {\n  x = s32[300] parameter(0)\n  ROOT b = s32[200,300] broadcast(x), dimensions={1}\n}\n",
+        0.0,
+    );
+    check(
+        "HloModule t\nENTRY e {\n  x = pred[600,500] parameter(0)\n  s = pred[300,500] slice(x), slice={[100:400], [0:500]}\n  ROOT r = pred[300,500] reverse(s), dimensions={1}\n}\n",
+        0.0,
+    );
+}
+
+#[test]
+fn convolutions_in_several_layouts() {
+    let conv = |l: &str, r: &str, o: &str, attrs: &str| {
+        format!(
+            "HloModule c\nENTRY e {{\n  a = f32[{l}] parameter(0)\n  b = f32[{r}] parameter(1)\n  ROOT c = f32[{o}] convolution(a, b), {attrs}\n}}\n"
+        )
+    };
+    // NCHW, 3x3 SAME.
+    check(
+        &conv(
+            "2,8,20,20",
+            "16,8,3,3",
+            "2,16,20,20",
+            "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01",
+        ),
+        1e-4,
+    );
+    // NHWC with strides, lhs and rhs dilation and negative padding.
+    check(
+        &conv(
+            "2,17,19,6",
+            "3,2,6,10",
+            "2,8,17,10",
+            "window={size=3x2 stride=2x1 pad=1_-1x0_0 lhs_dilate=1x1 rhs_dilate=1x2}, dim_labels=b01f_01io->b01f",
+        ),
+        1e-4,
+    );
+    check(
+        &conv(
+            "1,4,9,9",
+            "6,4,2,2",
+            "1,6,18,18",
+            "window={size=2x2 pad=1_1x1_1 lhs_dilate=2x2}, dim_labels=bf01_oi01->bf01",
+        ),
+        1e-4,
+    );
+    // Feature groups (depthwise) and a 1-D convolution with an unusual output layout.
+    check(
+        &conv(
+            "3,12,30",
+            "12,1,5",
+            "3,12,26",
+            "window={size=5}, dim_labels=bf0_oi0->bf0, feature_group_count=12",
+        ),
+        1e-4,
+    );
+    check(
+        &conv(
+            "3,12,30",
+            "12,4,5",
+            "26,3,12",
+            "window={size=5}, dim_labels=bf0_oi0->0bf, feature_group_count=3",
+        ),
+        1e-4,
+    );
+}
+
+const MAX: &str = "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] maximum(a, b)\n}\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\nge {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=GE\n}\ngt {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=GT\n}\nle {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=LE\n}\n";
+
+#[test]
+fn pooling_and_its_gradient() {
+    let pool = |window: &str, out: &str, op: &str| {
+        format!(
+            "HloModule p\n{MAX}ENTRY e {{\n  x = f32[4,16,40,40] parameter(0)\n  i = f32[] constant(-inf)\n  ROOT r = f32[{out}] reduce-window(x, i), window={{{window}}}, to_apply={op}\n}}\n"
+        )
+    };
+    check(
+        &pool("size=1x1x3x3 stride=1x1x2x2", "4,16,19,19", "max"),
+        0.0,
+    );
+    check(
+        &pool(
+            "size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x1_1x1_1",
+            "4,16,20,20",
+            "max",
+        ),
+        0.0,
+    );
+    check(
+        &pool(
+            "size=1x1x2x3 stride=1x1x1x2 pad=0_0x0_0x1_0x0_2 lhs_dilate=1x1x2x1 rhs_dilate=1x1x1x2",
+            "4,16,79,19",
+            "add",
+        ),
+        1e-5,
+    );
+    // cumsum-style window along the last dimension.
+    check(
+        &pool("size=1x1x1x40 pad=0_0x0_0x0_0x39_0", "4,16,40,40", "add"),
+        1e-4,
+    );
+    // The gradient of max pooling, with overlapping windows and padding.
+    check(
+        &format!(
+            "HloModule g\n{MAX}ENTRY e {{\n  x = f32[4,16,40,40] parameter(0)\n  s = f32[4,16,20,20] parameter(1)\n  z = f32[] constant(0)\n  ROOT g = f32[4,16,40,40] select-and-scatter(x, s, z), window={{size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x1_1x1_1}}, select=ge, scatter=add\n}}\n"
+        ),
+        1e-5,
+    );
+    // Windows not on the innermost dimensions (NHWC), dilated windows, and
+    // the other selections.
+    check(
+        &format!(
+            "HloModule g\n{MAX}ENTRY e {{\n  x = f32[4,40,40,16] parameter(0)\n  s = f32[4,20,20,16] parameter(1)\n  z = f32[] constant(0)\n  ROOT g = f32[4,40,40,16] select-and-scatter(x, s, z), window={{size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}}, select=ge, scatter=add\n}}\n"
+        ),
+        1e-5,
+    );
+    for select in ["gt", "le"] {
+        check(
+            &format!(
+                "HloModule g\n{MAX}ENTRY e {{\n  x = f32[4,16,40,40] parameter(0)\n  s = f32[4,16,19,20] parameter(1)\n  z = f32[] constant(0)\n  ROOT g = f32[4,16,40,40] select-and-scatter(x, s, z), window={{size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x0_1x1_1 rhs_dilate=1x1x2x1}}, select={select}, scatter=add\n}}\n"
+            ),
+            1e-5,
+        );
+    }
+}
+
+#[test]
+fn sorts_with_key_functions_and_payloads() {
+    // JAX's float comparator: NaN and -0 canonicalised, then a total order.
+    let jax_cmp = "cmp {\n  a = f32[] parameter(0)\n  ne.a = pred[] compare(a, a), direction=NE\n  qnan = f32[] constant(nan)\n  zero = f32[] constant(0)\n  eq.a = pred[] compare(a, zero), direction=EQ\n  z.a = f32[] select(eq.a, zero, a)\n  c.a = f32[] select(ne.a, qnan, z.a)\n  b = f32[] parameter(1)\n  ne.b = pred[] compare(b, b), direction=NE\n  eq.b = pred[] compare(b, zero), direction=EQ\n  z.b = f32[] select(eq.b, zero, b)\n  c.b = f32[] select(ne.b, qnan, z.b)\n  ROOT lt = pred[] compare(c.a, c.b), direction=LT, type=TOTALORDER\n}\n";
+    check(
+        &format!(
+            "HloModule s\n{jax_cmp}ENTRY e {{\n  x = f32[300000] parameter(0)\n  ROOT s = f32[300000] sort(x), dimensions={{0}}, is_stable=true, to_apply=cmp\n}}\n"
+        ),
+        0.0,
+    );
+    check(
+        &format!(
+            "HloModule s\n{jax_cmp}ENTRY e {{\n  x = f32[64,500] parameter(0)\n  ROOT s = f32[64,500] sort(x), dimensions={{0}}, is_stable=true, to_apply=cmp\n}}\n"
+        ),
+        0.0,
+    );
+    // argsort: an s32 payload follows the keys, ties stay in order (integer keys repeat a lot).
+    let argsort = "cmp {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  p = s32[] parameter(2)\n  q = s32[] parameter(3)\n  ROOT gt = pred[] compare(a, b), direction=GT\n}\n";
+    check(
+        &format!(
+            "HloModule s\n{argsort}ENTRY e {{\n  x = s32[200,300] parameter(0)\n  i = s32[200,300] iota(), iota_dimension=1\n  ROOT s = (s32[200,300], s32[200,300]) sort(x, i), dimensions={{1}}, is_stable=true, to_apply=cmp\n}}\n"
+        ),
+        0.0,
+    );
+    // A plain FLOAT comparison, NaNs included: the interpreter's merge order.
+    let plain = "cmp {\n  a = f64[] parameter(0)\n  b = f64[] parameter(1)\n  ROOT lt = pred[] compare(a, b), direction=LT\n}\n";
+    check(
+        &format!(
+            "HloModule s\n{plain}ENTRY e {{\n  x = f64[5000] parameter(0)\n  l = f64[5000] log(x)\n  ROOT s = f64[5000] sort(l), dimensions={{0}}, to_apply=cmp\n}}\n"
+        ),
+        0.0,
+    );
+}
+
+#[test]
+fn pads_with_interior_and_negative_edges() {
+    check(
+        "HloModule t\nENTRY e {\n  x = f32[700,513] parameter(0)\n  v = f32[] parameter(1)\n  ROOT p = f32[1402,514] pad(x, v), padding=1_2_1x3_-2\n}\n",
+        0.0,
+    );
+    check(
+        "HloModule t\nENTRY e {\n  x = s32[9,7,5] parameter(0)\n  v = s32[] parameter(1)\n  ROOT p = s32[8,18,12] pad(x, v), padding=-1_0x2_3_1x0_-1_2\n}\n",
+        0.0,
+    );
+    check(
+        "HloModule t\nENTRY e {\n  x = pred[1000] parameter(0)\n  v = pred[] parameter(1)\n  ROOT p = pred[2995] pad(x, v), padding=-5_2_2\n}\n",
+        0.0,
+    );
+    // The max-pool gradient's pattern: pad with -inf, then select-and-scatter.
+    check(
+        "HloModule t\nENTRY e {\n  x = f64[8,64,112,112] parameter(0)\n  v = f64[] constant(-inf)\n  ROOT p = f64[8,64,113,113] pad(x, v), padding=0_0x0_0x0_1x0_1\n}\n",
+        0.0,
+    );
+}
+
+#[test]
+fn integer_element_wise_operations() {
+    check(
+        "HloModule t\nENTRY e {\n  a = s32[300,400] parameter(0)\n  b = s32[300,400] parameter(1)\n  d = s32[300,400] divide(a, b)\n  r = s32[300,400] remainder(a, b)\n  s = s32[300,400] shift-right-arithmetic(a, b)\n  l = s32[300,400] shift-left(d, b)\n  c = pred[300,400] compare(r, s), direction=LT\n  m = s32[300,400] select(c, l, r)\n  f = f32[300,400] convert(m)\n  ROOT t = (s32[300,400], f32[300,400]) tuple(m, f)\n}\n",
+        0.0,
+    );
+}
+
+#[test]
+fn concatenates_and_dynamic_slices_of_any_type() {
+    check(
+        "HloModule t\nENTRY e {\n  a = f32[300,17,40] parameter(0)\n  b = f32[300,5,40] parameter(1)\n  c = f32[300,1,40] parameter(2)\n  ROOT k = f32[300,23,40] concatenate(a, b, c), dimensions={1}\n}\n",
+        0.0,
+    );
+    check(
+        "HloModule t\nENTRY e {\n  a = s32[3,7] parameter(0)\n  b = s32[5,7] parameter(1)\n  ROOT k = s32[8,7] concatenate(a, b), dimensions={0}\n}\n",
+        0.0,
+    );
+    // Starts past the end and negative are clamped; the second form takes
+    // its starts from arguments.
+    check(
+        "HloModule t\nENTRY e {\n  x = f64[40,50,60] parameter(0)\n  i = s32[] constant(35)\n  j = s32[] constant(-4)\n  k = s32[] constant(7)\n  ROOT d = f64[10,20,30] dynamic-slice(x, i, j, k), dynamic_slice_sizes={10,20,30}\n}\n",
+        0.0,
+    );
+    check(
+        "HloModule t\nENTRY e {\n  x = s32[40,50] parameter(0)\n  i = s32[] parameter(1)\n  j = s32[] parameter(2)\n  ROOT d = s32[4,5] dynamic-slice(x, i, j), dynamic_slice_sizes={4,5}\n}\n",
+        0.0,
+    );
+    check(
+        "HloModule t\nENTRY e {\n  x = f32[40,50] parameter(0)\n  u = f32[4,50] parameter(1)\n  i = s32[] parameter(2)\n  z = s32[] constant(0)\n  ROOT d = f32[40,50] dynamic-update-slice(x, u, i, z)\n}\n",
+        0.0,
+    );
+}
+
+#[test]
+fn a_loop_updating_one_row_per_iteration() {
+    // The scan pattern: the carried buffer is updated in place.
+    check(
+        "HloModule t\nbody {\n  p = (s32[], f32[64,1000]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n  b = f32[64,1000] get-tuple-element(p), index=1\n  one = s32[] constant(1)\n  z = s32[] constant(0)\n  r = f32[1,1000] dynamic-slice(b, i, z), dynamic_slice_sizes={1,1000}\n  t = f32[1,1000] tanh(r)\n  u = f32[64,1000] dynamic-update-slice(b, t, i, z)\n  n = s32[] add(i, one)\n  ROOT o = (s32[], f32[64,1000]) tuple(n, u)\n}\ncond {\n  p = (s32[], f32[64,1000]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n  k = s32[] constant(64)\n  ROOT c = pred[] compare(i, k), direction=LT\n}\nENTRY e {\n  x = f32[64,1000] parameter(0)\n  z = s32[] constant(0)\n  s = (s32[], f32[64,1000]) tuple(z, x)\n  w = (s32[], f32[64,1000]) while(s), condition=cond, body=body\n  ROOT r = f32[64,1000] get-tuple-element(w), index=1\n}\n",
+        2e-6,
+    );
+}
+
+#[test]
+fn tiny_products_as_plain_loops() {
+    check(
+        "HloModule t\nENTRY e {\n  a = f32[3,5,4] parameter(0)\n  b = f32[3,6,5] parameter(1)\n  ROOT d = f32[3,4,6] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_contracting_dims={2}\n}\n",
+        1e-6,
+    );
+    check(
+        "HloModule t\nENTRY e {\n  a = f64[7] parameter(0)\n  b = f64[7,2] parameter(1)\n  ROOT d = f64[2] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}\n",
+        1e-12,
+    );
+}
+
+#[test]
+fn iotas_and_broadcasts_of_any_type() {
+    check(
+        "HloModule t\nENTRY e {\n  i = s32[300,700] iota(), iota_dimension=1\n  u = u8[600,3] iota(), iota_dimension=0\n  h = bf16[5,400] iota(), iota_dimension=1\n  c = s32[] constant(7)\n  b = s32[300,700] broadcast(c), dimensions={}\n  ROOT t = (s32[300,700], u8[600,3], bf16[5,400], s32[300,700]) tuple(i, u, h, b)\n}\n",
+        0.0,
+    );
+}
