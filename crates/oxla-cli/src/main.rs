@@ -1,24 +1,27 @@
 //! `oxla`: run, benchmark and print HLO modules.
 //!
 //! ```text
-//! oxla run MODULE.hlo [--input X.npy]... [--output-dir DIR] [--backend interp|cpu] [--seed N]
+//! oxla run MODULE.hlo [--input X.npy]... [--output-dir DIR] [--backend cpu|interp] [--seed N]
+//!          [--memory-limit BYTES] [--while-limit N]
 //! oxla bench MODULE.hlo [--backend ...] [--iters N] [--seed N] [--input X.npy]... [--json]
+//!          [--memory-limit BYTES] [--while-limit N]
 //! oxla parse MODULE.hlo
+//! oxla opt MODULE.hlo [--after-each]
 //! ```
 //!
 //! Errors are one line on stderr and a non-zero exit status.
 
-mod npy;
-mod random;
-
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
-use clap::{Parser, Subcommand, ValueEnum};
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use oxla::{Backend, Client, CompileOptions, Executable, ExecuteOptions};
-use oxla_hlo::{HloModule, Literal, Shape};
+use oxla_cli::arguments::entry_arguments;
+use oxla_cli::npy;
+use oxla_hlo::{HloModule, Literal};
+use oxla_text::TextError;
 
 #[derive(Parser)]
 #[command(name = "oxla", version, about = "Run, benchmark and print HLO modules")]
@@ -35,6 +38,18 @@ enum BackendArg {
     Cpu,
 }
 
+/// Guards against modules that would run away or exhaust memory.
+#[derive(Args)]
+struct Limits {
+    /// The largest array, in bytes, the run may create, inputs included
+    /// (a number with an optional K, M or G suffix, powers of 1024).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "4G")]
+    memory_limit: u64,
+    /// The most iterations one execution of a while loop may run (no limit if absent).
+    #[arg(long, value_name = "N")]
+    while_limit: Option<u64>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Runs a module and prints its result or writes it as .npy files.
@@ -46,18 +61,20 @@ enum Command {
         /// Writes the result, flattened depth-first, as DIR/out0.npy, DIR/out1.npy, ...
         #[arg(long)]
         output_dir: Option<PathBuf>,
-        #[arg(long, value_enum, default_value = "interp")]
+        #[arg(long, value_enum, default_value = "cpu")]
         backend: BackendArg,
         /// Seed for random inputs (when no --input is given) and for random-number ops.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        #[command(flatten)]
+        limits: Limits,
     },
     /// Times compilation and execution.
     Bench {
         module: PathBuf,
         #[arg(long = "input")]
         inputs: Vec<PathBuf>,
-        #[arg(long, value_enum, default_value = "interp")]
+        #[arg(long, value_enum, default_value = "cpu")]
         backend: BackendArg,
         #[arg(long, default_value_t = 10)]
         iters: usize,
@@ -66,9 +83,19 @@ enum Command {
         /// Prints one JSON line: {"compile_ms": .., "run_ms": {"median": .., "min": .., "max": .., "iters": ..}}.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        limits: Limits,
     },
     /// Parses a module and prints it back in canonical HLO text.
     Parse { module: PathBuf },
+    /// Prints a module after the CPU backend's optimisation passes.
+    Opt {
+        module: PathBuf,
+        /// Prints the module after every pass that changed it, each under a
+        /// `// after PASS (round N)` line.
+        #[arg(long)]
+        after_each: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -95,16 +122,38 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", oxla_text::print_module(&m));
             Ok(())
         }
+        Command::Opt { module, after_each } => {
+            let mut m = load(&module)?;
+            let mut dumps = String::new();
+            oxla_passes::Pipeline::standard().run_observed(
+                &mut m,
+                &mut |pass, round, changed, m| {
+                    if after_each && changed {
+                        dumps.push_str(&format!(
+                            "// after {pass} (round {round})\n{}\n",
+                            oxla_text::print_module(m)
+                        ));
+                    }
+                },
+            );
+            if after_each {
+                print!("{dumps}");
+            } else {
+                print!("{}", oxla_text::print_module(&m));
+            }
+            Ok(())
+        }
         Command::Run {
             module,
             inputs,
             output_dir,
             backend,
             seed,
+            limits,
         } => {
             let m = load(&module)?;
-            let args = arguments(&m, &inputs, seed)?;
-            let exe = compile(m, backend)?;
+            let args = entry_arguments(&m, &inputs, seed, limits.memory_limit)?;
+            let exe = compile(m, backend, &limits)?;
             let result = exe.execute_with(&args, &ExecuteOptions::with_seed(seed))?;
             match output_dir {
                 Some(dir) => write_outputs(&dir, &result),
@@ -121,22 +170,26 @@ fn run(cli: Cli) -> Result<()> {
             iters,
             seed,
             json,
+            limits,
         } => {
             let text = read_text(&module)?;
             let start = Instant::now();
             let m = parse(&module, &text)?;
-            let args = arguments(&m, &inputs, seed)?;
+            let args = entry_arguments(&m, &inputs, seed, limits.memory_limit)?;
             let compile_start = Instant::now();
-            let exe = compile(m, backend)?;
+            let exe = compile(m, backend, &limits)?;
             let compile_ms = (Instant::now() - compile_start).as_secs_f64() * 1e3;
             let parse_ms = (compile_start - start).as_secs_f64() * 1e3;
             let options = ExecuteOptions::with_seed(seed);
-            exe.execute_with(&args, &options)?; // warm-up
+            // Each result goes back to the executable once timed, as a caller
+            // running a step in a loop would hand back its buffers.
+            exe.recycle(exe.execute_with(&args, &options)?); // warm-up
             let mut times = Vec::with_capacity(iters.max(1));
             for _ in 0..iters.max(1) {
                 let t = Instant::now();
-                exe.execute_with(&args, &options)?;
+                let result = exe.execute_with(&args, &options)?;
                 times.push(t.elapsed().as_secs_f64() * 1e3);
+                exe.recycle(result);
             }
             times.sort_by(f64::total_cmp);
             let median = times[times.len() / 2];
@@ -164,52 +217,50 @@ fn read_text(path: &Path) -> Result<String> {
 }
 
 fn parse(path: &Path, text: &str) -> Result<HloModule> {
-    oxla_text::parse_module(text).map_err(|e| anyhow::anyhow!("{}:{e}", path.display()))
+    oxla_text::parse_module(text).map_err(|e| match e {
+        // `m.hlo:3:14: expected ...`, as compilers place errors.
+        TextError::Parse(e) => anyhow::anyhow!("{}:{e}", path.display()),
+        TextError::Verify(e) => {
+            anyhow::anyhow!("{}: the module does not verify: {e}", path.display())
+        }
+    })
 }
 
 fn load(path: &Path) -> Result<HloModule> {
     parse(path, &read_text(path)?)
 }
 
-fn compile(module: HloModule, backend: BackendArg) -> Result<Executable> {
+fn compile(module: HloModule, backend: BackendArg, limits: &Limits) -> Result<Executable> {
     let backend = match backend {
         BackendArg::Interp => Backend::Interpreter,
-        BackendArg::Cpu => bail!("the cpu backend is not available yet; use --backend interp"),
+        BackendArg::Cpu => Backend::Cpu,
     };
-    Ok(Client::new(backend).compile_module(module, &CompileOptions::default())?)
+    // Nothing can feed an infeed from the command line: fail at once rather
+    // than wait for values that will never come.
+    let mut options = CompileOptions::default()
+        .with_max_array_bytes(limits.memory_limit)
+        .with_infeed_timeout(Duration::ZERO);
+    if let Some(n) = limits.while_limit {
+        options = options.with_while_iteration_limit(n);
+    }
+    Ok(Client::new(backend).compile_module(module, &options)?)
 }
 
-/// The entry arguments: read from `inputs` (one per parameter leaf), or random.
-fn arguments(module: &HloModule, inputs: &[PathBuf], seed: u64) -> Result<Vec<Literal>> {
-    let params = module.program_shape().parameters;
-    if inputs.is_empty() {
-        return random::arguments(&params, seed);
-    }
-    let leaves: usize = params.iter().map(|p| p.leaves().len()).sum();
-    if inputs.len() != leaves {
-        bail!(
-            "the module takes {leaves} input arrays (parameter leaves) but {} --input files were given",
-            inputs.len()
-        );
-    }
-    let mut files = inputs.iter();
-    params.iter().map(|p| assemble(p, &mut files)).collect()
-}
-
-/// Builds one parameter value from the next files, leaf by leaf.
-fn assemble<'a>(shape: &Shape, files: &mut impl Iterator<Item = &'a PathBuf>) -> Result<Literal> {
-    Ok(match shape {
-        Shape::Array(a) => {
-            let path = files.next().context("too few --input files")?;
-            npy::read(path, a)?
-        }
-        Shape::Tuple(t) => Literal::Tuple(
-            t.iter()
-                .map(|s| assemble(s, files))
-                .collect::<Result<_>>()?,
-        ),
-        Shape::Token => Literal::Token,
-    })
+/// `4096`, `64K`, `512M`, `4G` (powers of 1024) as a number of bytes.
+fn parse_bytes(text: &str) -> std::result::Result<u64, String> {
+    let (digits, scale) = match text.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&text[..i], 1u64 << 10),
+        Some((i, 'M' | 'm')) => (&text[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&text[..i], 1 << 30),
+        _ => (text, 1),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| {
+            format!("`{text}` is not a byte count (a number with an optional K, M or G suffix)")
+        })
 }
 
 fn write_outputs(dir: &Path, result: &Literal) -> Result<()> {
