@@ -41,9 +41,10 @@ fn combine<T: Float>(op: Binary, a: T, b: T) -> T {
     }
 }
 
+/// The exact identity: -0.0 for sums (+0.0 would turn -0.0 into +0.0).
 fn identity<T: Float>(op: Binary) -> T {
     match op {
-        Binary::Add => T::from_f64(0.0),
+        Binary::Add => T::from_f64(-0.0),
         Binary::Mul => T::from_f64(1.0),
         Binary::Max => T::from_f64(f64::NEG_INFINITY),
         _ => T::from_f64(f64::INFINITY),

@@ -71,9 +71,10 @@ trait Elem:
 macro_rules! elem {
     ($t:ty) => {
         impl Elem for $t {
+            /// The exact identity: -0.0 for sums (+0.0 would turn -0.0 into +0.0).
             fn identity(op: Binary) -> Self {
                 match op {
-                    Binary::Add => 0.0,
+                    Binary::Add => -0.0,
                     Binary::Mul => 1.0,
                     Binary::Max => <$t>::NEG_INFINITY,
                     _ => <$t>::INFINITY,
@@ -168,6 +169,25 @@ fn pass<T: Elem>(
     w: &WindowDim,
     pool: &Pool,
 ) -> (Vec<T>, Vec<usize>) {
+    // The operation is matched once, so each loop body is a single vector op.
+    match op {
+        Binary::Add => pass_with(op, input, dims, d, w, pool, |a, b| a + b),
+        Binary::Mul => pass_with(op, input, dims, d, w, pool, |a, b| a * b),
+        Binary::Max => pass_with(op, input, dims, d, w, pool, super::minmax::max),
+        _ => pass_with(op, input, dims, d, w, pool, super::minmax::min),
+    }
+}
+
+#[inline(always)]
+fn pass_with<T: Elem>(
+    op: Binary,
+    input: &[T],
+    dims: &[usize],
+    d: usize,
+    w: &WindowDim,
+    pool: &Pool,
+    f: impl Fn(T, T) -> T + Sync,
+) -> (Vec<T>, Vec<usize>) {
     let outer: usize = dims[..d].iter().product();
     let inner: usize = dims[d + 1..].iter().product();
     let n = dims[d];
@@ -185,27 +205,41 @@ fn pass<T: Elem>(
                 .collect()
         })
         .collect();
+    // Without base dilation, window position k of output o reads input
+    // o * stride + k * dilation - pad_low: for each k, a strided run over
+    // the outputs whose read is in range.
+    let runs: Option<Vec<(usize, usize, usize)>> = (w.base_dilation == 1).then(|| {
+        (0..w.size)
+            .filter_map(|k| {
+                let off = k * w.window_dilation - w.pad_low;
+                let lo = (0..m).find(|&o| o as i64 * w.stride + off >= 0)?;
+                let hi = (lo..m)
+                    .take_while(|&o| o as i64 * w.stride + off < n as i64)
+                    .last()?
+                    + 1;
+                Some((lo, hi, (lo as i64 * w.stride + off) as usize))
+            })
+            .collect()
+    });
+    let stride = w.stride as usize;
+    let level = simd_level();
     let work = |(block, dst): (usize, &mut [T])| {
         let src = &input[block * n * inner..(block + 1) * n * inner];
-        if inner == 1 {
-            // The windowed dimension is the innermost: fold scalars.
-            for (d, taps) in dst.iter_mut().zip(&taps) {
-                let mut acc = *d;
-                for &i in taps {
-                    acc = combine(op, acc, src[i]);
-                }
-                *d = acc;
-            }
-            return;
-        }
-        for (o, taps) in taps.iter().enumerate() {
-            let acc = &mut dst[o * inner..(o + 1) * inner];
-            for &i in taps {
-                let row = &src[i * inner..(i + 1) * inner];
-                for (a, &v) in acc.iter_mut().zip(row) {
-                    *a = combine(op, *a, v);
-                }
-            }
+        let job = Block {
+            src,
+            inner,
+            stride,
+            runs: runs.as_deref(),
+            taps: &taps,
+        };
+        match level {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has these features (simd_level checked).
+            Level::Avx512 => unsafe { block_avx512(&job, dst, &f) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Level::Avx2 => unsafe { block_avx2(&job, dst, &f) },
+            _ => block_generic(&job, dst, &f),
         }
     };
     if outer * m * inner >= 1 << 16 && outer > 1 {
@@ -214,6 +248,103 @@ fn pass<T: Elem>(
         out.chunks_mut(m * inner).enumerate().for_each(work);
     }
     (out, out_dims)
+}
+
+/// The read side of one block of a pass.
+struct Block<'a, T> {
+    src: &'a [T],
+    inner: usize,
+    stride: usize,
+    /// Per window position, the outputs `[lo, hi)` it reaches and the first input it reads.
+    runs: Option<&'a [(usize, usize, usize)]>,
+    /// Per output, the inputs it reads (any window).
+    taps: &'a [Vec<usize>],
+}
+
+#[derive(Clone, Copy)]
+enum Level {
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    Baseline,
+}
+
+fn simd_level() -> Level {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            return Level::Avx512;
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            return Level::Avx2;
+        }
+    }
+    Level::Baseline
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+unsafe fn block_avx512<T: Elem>(b: &Block<'_, T>, dst: &mut [T], f: &impl Fn(T, T) -> T) {
+    block_generic(b, dst, f)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn block_avx2<T: Elem>(b: &Block<'_, T>, dst: &mut [T], f: &impl Fn(T, T) -> T) {
+    block_generic(b, dst, f)
+}
+
+#[inline(always)]
+fn block_generic<T: Elem>(b: &Block<'_, T>, dst: &mut [T], f: &impl Fn(T, T) -> T) {
+    let src = b.src;
+    if b.inner == 1 {
+        // The windowed dimension is the innermost.
+        match b.runs {
+            Some(runs) => {
+                for &(lo, hi, first) in runs {
+                    let out = &mut dst[lo..hi];
+                    let reads = &src[first..];
+                    if b.stride == 2 {
+                        // Pairs, so the compiler de-interleaves with shuffles.
+                        let pairs = reads.chunks_exact(2);
+                        let done = pairs.len().min(out.len());
+                        for (a, pair) in out.iter_mut().zip(pairs) {
+                            *a = f(*a, pair[0]);
+                        }
+                        for (a, &v) in out[done..]
+                            .iter_mut()
+                            .zip(reads[2 * done..].iter().step_by(2))
+                        {
+                            *a = f(*a, v);
+                        }
+                    } else {
+                        for (a, &v) in out.iter_mut().zip(reads.iter().step_by(b.stride)) {
+                            *a = f(*a, v);
+                        }
+                    }
+                }
+            }
+            None => {
+                for (a, taps) in dst.iter_mut().zip(b.taps) {
+                    for &i in taps {
+                        *a = f(*a, src[i]);
+                    }
+                }
+            }
+        }
+        return;
+    }
+    let inner = b.inner;
+    for (o, taps) in b.taps.iter().enumerate() {
+        let acc = &mut dst[o * inner..(o + 1) * inner];
+        for &i in taps {
+            let row = &src[i * inner..(i + 1) * inner];
+            for (a, &v) in acc.iter_mut().zip(row) {
+                *a = f(*a, v);
+            }
+        }
+    }
 }
 
 impl ReduceWindowKernel {
@@ -241,8 +372,17 @@ impl ReduceWindowKernel {
             v.copy_from_slice(input);
             v
         });
-        for v in out.iter_mut() {
-            *v = combine(self.op, init, *v);
+        // Folding in the init value changes nothing when it is the
+        // operation's exact identity (max with -inf, min with +inf, x * 1,
+        // x + -0.0), the usual case.
+        let exact_identity = match self.op {
+            Binary::Add => init == T::identity(Binary::Add) && init.negative() && !init.nan(),
+            _ => init == T::identity(self.op),
+        };
+        if !exact_identity {
+            for v in out.iter_mut() {
+                *v = combine(self.op, init, *v);
+            }
         }
         out
     }
