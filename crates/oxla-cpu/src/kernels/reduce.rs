@@ -185,21 +185,39 @@ impl ReduceLoop {
             && plan.classes[..last].iter().all(|&c| c)
             && dims[last] >= 2 * TILE
         {
-            // Only the innermost dimension is kept: split it into column blocks.
-            let per = dims[last].div_ceil(threads * 2).div_ceil(64) * 64;
-            out.par_chunks_mut(per).enumerate().for_each(|(i, chunk)| {
-                dispatch(
-                    self,
-                    &plan,
-                    &sources,
-                    0,
-                    rows,
-                    i * per,
-                    chunk.len(),
-                    chunk,
-                    i * per,
-                );
-            });
+            // Only the innermost dimension is kept: split the rows into one
+            // band per thread, each summing into a partial result of its own
+            // (every thread then streams whole rows, which memory prefetches
+            // best), and combine the partials.
+            let bands = threads.min(rows).max(1);
+            let per = rows.div_ceil(bands);
+            let identity = identity::<T>(self.op);
+            let partials: Vec<Vec<T>> = (0..bands)
+                .into_par_iter()
+                .map(|b| {
+                    let first = b * per;
+                    let count = per.min(rows.saturating_sub(first));
+                    let mut partial = pool.filled(n_out, identity);
+                    if count > 0 {
+                        dispatch(
+                            self,
+                            &plan,
+                            &sources,
+                            first,
+                            count,
+                            0,
+                            dims[last],
+                            &mut partial,
+                            0,
+                        );
+                    }
+                    partial
+                })
+                .collect();
+            for partial in partials {
+                accumulate(self.op, &mut out, &partial);
+                pool.give(partial);
+            }
         } else {
             dispatch(self, &plan, &sources, 0, rows, 0, dims[last], &mut out, 0);
         }
