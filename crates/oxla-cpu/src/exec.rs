@@ -14,6 +14,7 @@ use oxla_interp::{EvalError, EvalOptions, MAX_CALL_DEPTH, Session};
 use crate::buffer::Pool;
 use crate::error::{CpuError, CpuResult};
 use crate::program::{Kind, Program};
+use crate::small_loop::{LoopError, SmallLoop};
 use crate::value::Value;
 
 /// The state of one running program.
@@ -158,7 +159,12 @@ impl<'a> Exec<'a> {
                 Kind::Tuple => Value::Tuple(inputs.drain(..).collect()),
                 Kind::GetTupleElement(_) => unreachable!("handled above"),
                 Kind::Call(p) => self.run(*p, &mut inputs)?,
-                Kind::While { cond, body } => {
+                Kind::While {
+                    small: Some(small), ..
+                } if small.largest <= self.options.max_array_bytes => {
+                    self.run_small_while(program, s, small, &mut inputs)?
+                }
+                Kind::While { cond, body, .. } => {
                     self.run_while(program, s, *cond, *body, &mut inputs)?
                 }
                 Kind::Conditional { branches } => {
@@ -272,6 +278,47 @@ impl<'a> Exec<'a> {
             iterations += 1;
             state = self.run(body, &mut [state])?;
         }
+    }
+
+    fn run_small_while(
+        &mut self,
+        program: &Program,
+        s: usize,
+        small: &SmallLoop,
+        inputs: &mut Vec<Value<'a>>,
+    ) -> CpuResult<Value<'a>> {
+        let state = inputs.pop().unwrap_or(Value::Token);
+        small
+            .run(state, self.options.while_iteration_limit)
+            .map_err(|e| match e {
+                LoopError::Limit {
+                    computation,
+                    instr,
+                    limit,
+                } => {
+                    let comp = self.module.computation(computation);
+                    CpuError::Eval(EvalError::WhileIterationLimit {
+                        computation: comp.name.clone(),
+                        instruction: comp.instruction(instr).name.clone(),
+                        limit,
+                    })
+                }
+                LoopError::Op {
+                    computation,
+                    instr,
+                    message,
+                } => {
+                    let comp = self.module.computation(computation);
+                    let instr = comp.instruction(instr);
+                    CpuError::Eval(EvalError::Instruction {
+                        computation: comp.name.clone(),
+                        instruction: instr.name.clone(),
+                        opcode: instr.opcode,
+                        message,
+                    })
+                }
+                LoopError::State(m) => self.locate(program, s, m),
+            })
     }
 
     fn run_conditional(

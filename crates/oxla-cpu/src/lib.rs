@@ -11,6 +11,7 @@ mod exec;
 mod fusion;
 mod kernels;
 mod program;
+mod small_loop;
 mod threads;
 mod value;
 
@@ -93,7 +94,10 @@ impl CpuExecutable {
                     program::Kind::Tuple => "tuple".to_string(),
                     program::Kind::GetTupleElement(i) => format!("get-tuple-element {i}"),
                     program::Kind::Call(_) => "call".to_string(),
-                    program::Kind::While { .. } => "while".to_string(),
+                    program::Kind::While { small: None, .. } => "while".to_string(),
+                    program::Kind::While { small: Some(_), .. } => {
+                        "while (small-state loop)".to_string()
+                    }
                     program::Kind::Conditional { .. } => "conditional".to_string(),
                     program::Kind::Kernel(k) => k.name().to_string(),
                     program::Kind::Interpret => format!("interpreted {}", instr.opcode),

@@ -21,6 +21,8 @@ pub(crate) enum Kind {
     While {
         cond: usize,
         body: usize,
+        /// The loop compiled whole, when its state is small.
+        small: Option<Box<crate::small_loop::SmallLoop>>,
     },
     Conditional {
         branches: Vec<usize>,
@@ -151,6 +153,10 @@ fn lower_computation(
                 (Some(c), Some(b)) => Kind::While {
                     cond: c.index(),
                     body: b.index(),
+                    small: native
+                        .then(|| crate::small_loop::plan(module, id, InstrId::new(k)))
+                        .flatten()
+                        .map(Box::new),
                 },
                 _ => Kind::Interpret,
             },

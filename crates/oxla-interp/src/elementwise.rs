@@ -78,4 +78,61 @@ impl ElementwiseFunction {
         }
         ArrayLiteral::new(shape.clone(), data).map_err(|e| fail(e.to_string()))
     }
+
+    /// Like [`apply`](Self::apply), into storage the caller keeps: `out`
+    /// holds the result's elements (its length and type say how many and
+    /// which), `args[j]` holds parameter `j`'s, as many as `out` or one (used
+    /// for every element). Allocates nothing once `scratch` has grown.
+    pub fn apply_into(
+        &self,
+        args: &[&ArrayData],
+        out: &mut ArrayData,
+        scratch: &mut Scratch,
+    ) -> Result<(), EvalError> {
+        let fail = |message: String| EvalError::InvalidModule {
+            message: format!("in `{}`: {message}", self.computation),
+        };
+        let n = out.len();
+        if let Some(a) = args.iter().find(|a| a.len() != n && a.len() != 1) {
+            return Err(fail(format!(
+                "an argument of {} elements for a result of {n}",
+                a.len()
+            )));
+        }
+        let Scratch {
+            elems,
+            regs,
+            out: results,
+        } = scratch;
+        for i in 0..n {
+            elems.clear();
+            elems.extend(
+                args.iter()
+                    .map(|a| Elem::read(a, if a.len() == 1 { 0 } else { i })),
+            );
+            results.clear();
+            self.program
+                .run(elems, regs, results)
+                .map_err(|(_, m)| fail(m))?;
+            match results.first() {
+                Some(e) if e.write(out, i) => {}
+                _ => {
+                    return Err(fail(format!(
+                        "the result is not of type {}",
+                        out.element_type()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Working space for [`ElementwiseFunction::apply_into`], kept by the
+/// caller between calls.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    elems: Vec<Elem>,
+    regs: Vec<Elem>,
+    out: Vec<Elem>,
 }

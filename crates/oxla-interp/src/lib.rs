@@ -53,7 +53,7 @@ mod services;
 mod session;
 mod value;
 
-pub use elementwise::ElementwiseFunction;
+pub use elementwise::{ElementwiseFunction, Scratch as ElementwiseScratch};
 pub use error::{EvalError, ServiceError, ServiceKind};
 /// The interpreter's error function in f64, for backends that must agree
 /// with it bit for bit.

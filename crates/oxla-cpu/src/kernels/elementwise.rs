@@ -31,10 +31,22 @@ fn elementwise(op: Opcode) -> bool {
 
 /// The kernel for `instr` when it is element-wise over arrays.
 pub(crate) fn plan(instr: &HloInstruction, comp: &HloComputation) -> Option<ElementwiseKernel> {
+    Some(ElementwiseKernel {
+        function: scalar_function(instr, comp)?,
+        shape: instr.shape.as_array()?.clone(),
+    })
+}
+
+/// `instr` as a function of one element of each operand, when it is an
+/// element-wise operation over arrays.
+pub(crate) fn scalar_function(
+    instr: &HloInstruction,
+    comp: &HloComputation,
+) -> Option<ElementwiseFunction> {
     if !elementwise(instr.opcode) || !instr.control_predecessors.is_empty() {
         return None;
     }
-    let shape = instr.shape.as_array()?.clone();
+    let shape = instr.shape.as_array()?;
     // One scalar parameter per operand, the operation applied to them.
     let mut instrs = Vec::with_capacity(instr.operands.len() + 1);
     for (j, op) in instr.operands.iter().enumerate() {
@@ -54,10 +66,7 @@ pub(crate) fn plan(instr: &HloInstruction, comp: &HloComputation) -> Option<Elem
     instrs.push(op);
     let root = InstrId::new(instrs.len() - 1);
     let scalar = HloComputation::new(instr.name.clone(), instrs, root);
-    Some(ElementwiseKernel {
-        function: ElementwiseFunction::compile(&scalar)?,
-        shape,
-    })
+    ElementwiseFunction::compile(&scalar)
 }
 
 impl Kernel for ElementwiseKernel {

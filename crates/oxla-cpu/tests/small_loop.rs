@@ -1,0 +1,418 @@
+//! Loops over small values, which the CPU backend compiles whole into a
+//! register program: each test checks that the loop took that path, that
+//! its results equal the interpreter's bit for bit, and where the values are
+//! known, the values themselves.
+
+use oxla_hlo::{HloModule, Literal};
+use oxla_interp::{EvalError, EvalOptions, NoServices};
+
+fn compile(text: &str) -> (HloModule, oxla_cpu::CpuExecutable) {
+    let module = oxla_text::parse_module(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let exe = oxla_cpu::compile(&module).unwrap();
+    (module, exe)
+}
+
+/// Runs `text` on `args` on both backends (twice on the CPU, the first
+/// result recycled), asserts the loop ran as a small-state loop and the
+/// results agree bit for bit, and returns the result.
+fn check(text: &str, args: &[Literal]) -> Literal {
+    let (module, exe) = compile(text);
+    assert!(
+        exe.describe().contains("small-state loop"),
+        "the loop was not compiled whole:\n{}",
+        exe.describe()
+    );
+    let options = EvalOptions::default();
+    let want = oxla_interp::evaluate(&module, args, &options, &NoServices).unwrap();
+    let first = exe.execute(args, &options, &NoServices).unwrap();
+    assert!(first.bitwise_eq(&want), "got {first}, want {want}");
+    exe.recycle(first);
+    let again = exe.execute(args, &options, &NoServices).unwrap();
+    assert!(
+        again.bitwise_eq(&want),
+        "second run: got {again}, want {want}"
+    );
+    again
+}
+
+const SPEC_WHILE: &str = "HloModule w
+body {
+  p = (s32[], f32[10], f32[10]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  acc = f32[10] get-tuple-element(p), index=1
+  v = f32[10] get-tuple-element(p), index=2
+  a = f32[10] add(acc, v)
+  ROOT t = (s32[], f32[10], f32[10]) tuple(j, a, v)
+}
+cond {
+  p = (s32[], f32[10], f32[10]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(1000)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  zero = s32[] constant(0)
+  acc = f32[10] parameter(0)
+  v = f32[10] parameter(1)
+  init = (s32[], f32[10], f32[10]) tuple(zero, acc, v)
+  w = (s32[], f32[10], f32[10]) while(init), condition=cond, body=body
+  c = s32[] get-tuple-element(w), index=0
+  r = f32[10] get-tuple-element(w), index=1
+  ROOT out = (s32[], f32[10]) tuple(c, r)
+}
+";
+
+#[test]
+fn the_spec_loop_adds_a_vector_a_thousand_times() {
+    let acc = Literal::vec1(&[0f32; 10]);
+    let v = Literal::vec1(&[1f32, 2., 3., 4., 5., 6., 7., 8., 9., 10.]);
+    let out = check(SPEC_WHILE, &[acc, v]);
+    let parts = out.tuple_elements().unwrap();
+    assert_eq!(parts[0].to_scalar::<i32>().unwrap(), 1000);
+    assert_eq!(
+        parts[1].to_vec::<f32>().unwrap(),
+        vec![
+            1000f32, 2000., 3000., 4000., 5000., 6000., 7000., 8000., 9000., 10000.
+        ]
+    );
+}
+
+#[test]
+fn state_values_that_trade_places_and_wrap() {
+    // (i, a, b) -> (i + 1, b, a + b): Fibonacci in u64 past its overflow
+    // (fib(100) wraps), and in s32 where it goes negative.
+    let text = "HloModule f
+body {
+  p = (s32[], u64[], u64[], s32[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  a = u64[] get-tuple-element(p), index=1
+  b = u64[] get-tuple-element(p), index=2
+  s = u64[] add(a, b)
+  c = s32[] get-tuple-element(p), index=3
+  d = s32[] get-tuple-element(p), index=4
+  e = s32[] add(c, d)
+  ROOT t = (s32[], u64[], u64[], s32[], s32[]) tuple(j, b, s, d, e)
+}
+cond {
+  p = (s32[], u64[], u64[], s32[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  k = s32[] constant(100)
+  ROOT lt = pred[] compare(i, k), direction=LT
+}
+ENTRY e {
+  z = s32[] constant(0)
+  a = u64[] constant(0)
+  b = u64[] constant(1)
+  c = s32[] constant(0)
+  d = s32[] constant(1)
+  init = (s32[], u64[], u64[], s32[], s32[]) tuple(z, a, b, c, d)
+  ROOT w = (s32[], u64[], u64[], s32[], s32[]) while(init), condition=cond, body=body
+}
+";
+    let out = check(text, &[]);
+    let parts = out.tuple_elements().unwrap();
+    // fib(100) mod 2^64 and fib(100) mod 2^32 as s32.
+    let mut fib = (0u128, 1u128);
+    for _ in 0..100 {
+        fib = (fib.1, fib.0 + fib.1);
+    }
+    assert_eq!(parts[1].to_scalar::<u64>().unwrap(), fib.0 as u64);
+    assert_eq!(parts[3].to_scalar::<i32>().unwrap(), fib.0 as u32 as i32);
+}
+
+#[test]
+fn index_operations_generic_functions_and_float_edge_cases() {
+    // The body reverses, transposes, slices, broadcasts, divides by zero in
+    // integers, takes exp, selects and clamps, eight times.
+    let text = "HloModule g
+body {
+  p = (s32[], f32[2,3]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  x = f32[2,3] get-tuple-element(p), index=1
+  t = f32[3,2] transpose(x), dimensions={1,0}
+  r = f32[3,2] reverse(t), dimensions={0}
+  back = f32[2,3] reshape(r)
+  h = f32[] constant(0.5)
+  hb = f32[2,3] broadcast(h), dimensions={}
+  m = f32[2,3] multiply(back, hb)
+  e = f32[2,3] exponential(m)
+  io = s32[2,3] iota(), iota_dimension=1
+  zi = s32[] constant(0)
+  zb = s32[2,3] broadcast(zi), dimensions={}
+  q = s32[2,3] divide(io, zb)
+  qf = f32[2,3] convert(q)
+  nz = f32[] constant(-0)
+  nzb = f32[2,3] broadcast(nz), dimensions={}
+  mx = f32[2,3] maximum(e, nzb)
+  lt = pred[2,3] compare(mx, qf), direction=LT
+  s = f32[2,3] select(lt, mx, qf)
+  lo = f32[] constant(-3)
+  hi = f32[] constant(3)
+  c = f32[2,3] clamp(lo, s, hi)
+  ROOT o = (s32[], f32[2,3]) tuple(j, c)
+}
+cond {
+  p = (s32[], f32[2,3]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(8)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  z = s32[] constant(0)
+  x = f32[2,3] parameter(0)
+  init = (s32[], f32[2,3]) tuple(z, x)
+  ROOT w = (s32[], f32[2,3]) while(init), condition=cond, body=body
+}
+";
+    let x = Literal::from_vec(&[2, 3], vec![0.1f32, -0.0, f32::NAN, 1.5, -2.0, 0.25]).unwrap();
+    check(text, &[x]);
+}
+
+#[test]
+fn an_array_state_read_through_a_slice() {
+    // Doubles a vector until its first element reaches 100.
+    let text = "HloModule a
+body {
+  x = f32[4] parameter(0)
+  ROOT d = f32[4] add(x, x)
+}
+cond {
+  x = f32[4] parameter(0)
+  s = f32[1] slice(x), slice={[0:1]}
+  v = f32[] reshape(s)
+  k = f32[] constant(100)
+  ROOT lt = pred[] compare(v, k), direction=LT
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT w = f32[4] while(x), condition=cond, body=body
+}
+";
+    let out = check(text, &[Literal::vec1(&[1f32, -1., 0.5, 3.])]);
+    assert_eq!(out.to_vec::<f32>().unwrap(), vec![128f32, -128., 64., 384.]);
+}
+
+#[test]
+fn results_used_twice_and_constant_results() {
+    let text = "HloModule d
+body {
+  p = (s32[], f64[3], f64[3], f64[3]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  a = f64[3] get-tuple-element(p), index=1
+  b = f64[3] get-tuple-element(p), index=2
+  s = f64[3] subtract(a, b)
+  k = f64[3] constant({1, 2, 3})
+  ROOT t = (s32[], f64[3], f64[3], f64[3]) tuple(j, s, s, k)
+}
+cond {
+  p = (s32[], f64[3], f64[3], f64[3]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  z = s32[] constant(0)
+  a = f64[3] parameter(0)
+  b = f64[3] parameter(1)
+  c = f64[3] parameter(2)
+  init = (s32[], f64[3], f64[3], f64[3]) tuple(z, a, b, c)
+  ROOT w = (s32[], f64[3], f64[3], f64[3]) while(init), condition=cond, body=body
+}
+";
+    let a = Literal::vec1(&[5f64, 6., 7.]);
+    let b = Literal::vec1(&[1f64, 1., 1.]);
+    let c = Literal::vec1(&[9f64, 9., 9.]);
+    let out = check(text, &[a, b, c]);
+    let parts = out.tuple_elements().unwrap();
+    // After the first iteration both are a - b, and from then on zero.
+    assert_eq!(parts[1].to_vec::<f64>().unwrap(), vec![0.0, 0.0, 0.0]);
+    assert_eq!(parts[2].to_vec::<f64>().unwrap(), vec![0.0, 0.0, 0.0]);
+    assert_eq!(parts[3].to_vec::<f64>().unwrap(), vec![1.0, 2.0, 3.0]);
+}
+
+#[test]
+fn a_loop_that_never_runs_returns_its_state() {
+    let text = SPEC_WHILE.replace("constant(1000)", "constant(-1)");
+    let acc = Literal::vec1(&[1.5f32; 10]);
+    let v = Literal::vec1(&[2f32; 10]);
+    let out = check(&text, &[acc, v]);
+    let parts = out.tuple_elements().unwrap();
+    assert_eq!(parts[0].to_scalar::<i32>().unwrap(), 0);
+    assert_eq!(parts[1].to_vec::<f32>().unwrap(), vec![1.5f32; 10]);
+}
+
+#[test]
+fn the_iteration_limit_stops_the_loop_with_the_interpreters_error() {
+    let (module, exe) = compile(SPEC_WHILE);
+    let options = EvalOptions {
+        while_iteration_limit: Some(10),
+        ..EvalOptions::default()
+    };
+    let args = [Literal::vec1(&[0f32; 10]), Literal::vec1(&[1f32; 10])];
+    let want = oxla_interp::evaluate(&module, &args, &options, &NoServices).unwrap_err();
+    let got = exe.execute(&args, &options, &NoServices).unwrap_err();
+    assert!(matches!(
+        want,
+        EvalError::WhileIterationLimit { limit: 10, .. }
+    ));
+    assert_eq!(got.to_string(), want.to_string());
+}
+
+#[test]
+fn the_memory_limit_still_applies() {
+    let (module, exe) = compile(SPEC_WHILE);
+    let options = EvalOptions {
+        max_array_bytes: 16,
+        ..EvalOptions::default()
+    };
+    let args = [Literal::vec1(&[0f32; 10]), Literal::vec1(&[1f32; 10])];
+    let want = oxla_interp::evaluate(&module, &args, &options, &NoServices).unwrap_err();
+    assert!(matches!(want, EvalError::MemoryLimit { limit: 16, .. }));
+    // The CPU backend checks arrays it makes (not the tuple the
+    // interpreter builds first), so it stops at the body's add.
+    let got = exe.execute(&args, &options, &NoServices).unwrap_err();
+    assert!(
+        got.to_string()
+            .contains("instruction `a` (add): the result array f32[10] needs 40 bytes"),
+        "{got}"
+    );
+}
+
+#[test]
+fn large_or_unsupported_states_take_the_general_path() {
+    let big = SPEC_WHILE.replace("f32[10]", "f32[5000]");
+    let (_, exe) = compile(&big);
+    assert!(!exe.describe().contains("small-state loop"));
+    // A dot in the body is not an operation of the register program.
+    let dot = "HloModule d
+body {
+  p = (s32[], f32[2,2]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  m = f32[2,2] get-tuple-element(p), index=1
+  d = f32[2,2] dot(m, m), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (s32[], f32[2,2]) tuple(j, d)
+}
+cond {
+  p = (s32[], f32[2,2]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  z = s32[] constant(0)
+  m = f32[2,2] parameter(0)
+  init = (s32[], f32[2,2]) tuple(z, m)
+  ROOT w = (s32[], f32[2,2]) while(init), condition=cond, body=body
+}
+";
+    let (module, exe) = compile(dot);
+    assert!(!exe.describe().contains("small-state loop"));
+    let m = Literal::from_vec(&[2, 2], vec![1f32, 1., 0., 1.]).unwrap();
+    let options = EvalOptions::default();
+    let want =
+        oxla_interp::evaluate(&module, std::slice::from_ref(&m), &options, &NoServices).unwrap();
+    let got = exe.execute(&[m], &options, &NoServices).unwrap();
+    assert!(got.bitwise_eq(&want));
+    // [[1,1],[0,1]]^8 = [[1,8],[0,1]].
+    assert_eq!(
+        got.tuple_elements().unwrap()[1].to_vec::<f32>().unwrap(),
+        vec![1f32, 8., 0., 1.]
+    );
+}
+
+/// A loop whose body calls a computation, branches on the counter's parity
+/// and runs an inner loop: `acc` gains `i` on even `i` and `2 * i` on odd,
+/// the inner loop adding the increment one unit at a time.
+const NESTED: &str = "HloModule n
+parity {
+  x = s64[] parameter(0)
+  two = s64[] constant(2)
+  ROOT r = s64[] remainder(x, two)
+}
+even {
+  p = (s64[], s64[]) parameter(0)
+  ROOT i = s64[] get-tuple-element(p), index=0
+}
+odd {
+  p = (s64[], s64[]) parameter(0)
+  i = s64[] get-tuple-element(p), index=0
+  ROOT d = s64[] add(i, i)
+}
+inner_body {
+  p = (s64[], s64[], s64[]) parameter(0)
+  k = s64[] get-tuple-element(p), index=0
+  one = s64[] constant(1)
+  k1 = s64[] add(k, one)
+  a = s64[] get-tuple-element(p), index=1
+  a1 = s64[] add(a, one)
+  n = s64[] get-tuple-element(p), index=2
+  ROOT t = (s64[], s64[], s64[]) tuple(k1, a1, n)
+}
+inner_cond {
+  p = (s64[], s64[], s64[]) parameter(0)
+  k = s64[] get-tuple-element(p), index=0
+  n = s64[] get-tuple-element(p), index=2
+  ROOT lt = pred[] compare(k, n), direction=LT
+}
+body {
+  p = (s64[], s64[]) parameter(0)
+  i = s64[] get-tuple-element(p), index=0
+  acc = s64[] get-tuple-element(p), index=1
+  r = s64[] call(i), to_apply=parity
+  zero = s64[] constant(0)
+  is_odd = pred[] compare(r, zero), direction=NE
+  branch = s32[] convert(is_odd)
+  pair = (s64[], s64[]) tuple(i, acc)
+  inc = s64[] conditional(branch, pair, pair), branch_computations={even, odd}
+  start = (s64[], s64[], s64[]) tuple(zero, acc, inc)
+  il = (s64[], s64[], s64[]) while(start), condition=inner_cond, body=inner_body
+  got = s64[] get-tuple-element(il), index=1
+  one = s64[] constant(1)
+  i1 = s64[] add(i, one)
+  ROOT o = (s64[], s64[]) tuple(i1, got)
+}
+cond {
+  p = (s64[], s64[]) parameter(0)
+  i = s64[] get-tuple-element(p), index=0
+  n = s64[] constant(10)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  z = s64[] constant(0)
+  init = (s64[], s64[]) tuple(z, z)
+  ROOT w = (s64[], s64[]) while(init), condition=cond, body=body
+}
+";
+
+#[test]
+fn calls_conditionals_and_inner_loops_compile_into_the_loop() {
+    let out = check(NESTED, &[]);
+    let parts = out.tuple_elements().unwrap();
+    assert_eq!(parts[0].to_scalar::<i64>().unwrap(), 10);
+    // Even i: 0+2+4+6+8; odd i: 2*(1+3+5+7+9).
+    assert_eq!(parts[1].to_scalar::<i64>().unwrap(), 70);
+}
+
+#[test]
+fn an_inner_loop_at_the_limit_is_named_in_the_error() {
+    let (module, exe) = compile(NESTED);
+    // The outer loop runs 10 times; the inner one 18 times at i = 9.
+    let options = EvalOptions {
+        while_iteration_limit: Some(12),
+        ..EvalOptions::default()
+    };
+    let want = oxla_interp::evaluate(&module, &[], &options, &NoServices).unwrap_err();
+    let got = exe.execute(&[], &options, &NoServices).unwrap_err();
+    assert!(want.to_string().contains("`il`"), "{want}");
+    assert_eq!(got.to_string(), want.to_string());
+}
