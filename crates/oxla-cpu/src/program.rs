@@ -115,14 +115,9 @@ fn lower_computation(
     };
     let mut groups = fusion.groups;
     let mut steps = Vec::new();
-    let mut uses = vec![0u32; n];
-    uses[root] += 1;
     for k in (0..n).filter(|&k| live[k] && !fusion.absorbed[k]) {
         let instr = &instrs[k];
         if let Some(group) = groups.remove(&k) {
-            for &i in &group.inputs {
-                uses[i] += 1;
-            }
             steps.push(Step {
                 instr: InstrId::new(k),
                 kind: Kind::Kernel(group.kernel),
@@ -168,9 +163,6 @@ fn lower_computation(
                 None => Kind::Interpret,
             },
         };
-        for op in &instr.operands {
-            uses[op.index()] += 1;
-        }
         steps.push(Step {
             instr: InstrId::new(k),
             kind,
@@ -179,6 +171,19 @@ fn lower_computation(
             largest: largest_leaf(instr),
         });
     }
+    let steps = if native {
+        form_pipelines(steps, root)
+    } else {
+        steps
+    };
+    // Reads of each slot by the final steps.
+    let mut uses = vec![0u32; n];
+    uses[root] += 1;
+    for step in &steps {
+        for &i in &step.inputs {
+            uses[i] += 1;
+        }
+    }
     Ok(Program {
         computation: id,
         steps,
@@ -186,4 +191,101 @@ fn lower_computation(
         uses,
         root,
     })
+}
+
+/// Longest chains tried for a row pipeline.
+const MAX_PIPELINE: usize = 8;
+
+/// Replaces chains of fused reductions and loops over the same rows with
+/// row pipelines (see `kernels::pipeline`). A chain starts at a reduction
+/// and takes the kernel steps after it, passing over constants and
+/// parameters; every value but the last must be read only inside the chain.
+fn form_pipelines(steps: Vec<Step>, root: usize) -> Vec<Step> {
+    use crate::kernels::pipeline::{self, Stage};
+    let stage_of = |step: &Step| match &step.kind {
+        Kind::Kernel(k) => k.row_stage(),
+        _ => None,
+    };
+    let mut readers: std::collections::HashMap<usize, Vec<usize>> = Default::default();
+    for (i, step) in steps.iter().enumerate() {
+        for &slot in &step.inputs {
+            readers.entry(slot).or_default().push(i);
+        }
+    }
+    // For each chain found: its member steps, the pipeline and its inputs.
+    let mut found: Vec<(Vec<usize>, pipeline::RowPipeline, Vec<usize>)> = Vec::new();
+    let mut i = 0;
+    while i < steps.len() {
+        let Some(first @ Stage::Reduce(_)) = stage_of(&steps[i]) else {
+            i += 1;
+            continue;
+        };
+        let mut chain = vec![(first, steps[i].inputs.clone(), steps[i].output)];
+        let mut members = vec![i];
+        let mut best = None;
+        let mut j = i + 1;
+        while j < steps.len() && members.len() < MAX_PIPELINE {
+            match &steps[j].kind {
+                Kind::Constant(_) | Kind::Parameter(_) => {}
+                _ => {
+                    let Some(stage) = stage_of(&steps[j]) else {
+                        break;
+                    };
+                    chain.push((stage, steps[j].inputs.clone(), steps[j].output));
+                    members.push(j);
+                    let inner = &members[..members.len() - 1];
+                    let contained = inner.iter().all(|&m| {
+                        let slot = steps[m].output;
+                        slot != root
+                            && readers
+                                .get(&slot)
+                                .is_none_or(|r| r.iter().all(|x| members.contains(x)))
+                    });
+                    if contained {
+                        match pipeline::build(&chain) {
+                            Some((p, inputs)) => best = Some((members.clone(), p, inputs)),
+                            None => break,
+                        }
+                    }
+                }
+            }
+            j += 1;
+        }
+        match best {
+            Some(b) => {
+                i = b.0.last().map_or(i + 1, |&l| l + 1);
+                found.push(b);
+            }
+            None => i += 1,
+        }
+    }
+    if found.is_empty() {
+        return steps;
+    }
+    let mut replaced: std::collections::HashMap<usize, (pipeline::RowPipeline, Vec<usize>, u64)> =
+        Default::default();
+    let mut dropped = std::collections::HashSet::new();
+    for (members, p, inputs) in found {
+        let largest = members.iter().map(|&m| steps[m].largest).max().unwrap_or(0);
+        let Some((&last, rest)) = members.split_last() else {
+            continue;
+        };
+        dropped.extend(rest.iter().copied());
+        replaced.insert(last, (p, inputs, largest));
+    }
+    steps
+        .into_iter()
+        .enumerate()
+        .filter(|(k, _)| !dropped.contains(k))
+        .map(|(k, step)| match replaced.remove(&k) {
+            Some((p, inputs, largest)) => Step {
+                instr: step.instr,
+                kind: Kind::Kernel(Box::new(p)),
+                inputs,
+                output: step.output,
+                largest,
+            },
+            None => step,
+        })
+        .collect()
 }

@@ -32,6 +32,11 @@ fn random(shape: &Shape, seed: &mut u64) -> Literal {
 /// argument sets (A, B, A), with each result handed back to it: buffers it
 /// reuses hold an earlier execution's values, which must never show.
 fn check(text: &str, rtol: f64) {
+    check_exe(text, rtol);
+}
+
+/// Like `check`; returns the executable's program listing.
+fn check_exe(text: &str, rtol: f64) -> String {
     let module: HloModule = oxla_text::parse_module(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let options = EvalOptions::default();
     let exe = oxla_cpu::compile(&module).unwrap();
@@ -53,6 +58,7 @@ fn check(text: &str, rtol: f64) {
         exe.recycle(got);
     }
     assert!(exe.native_steps() > 0, "nothing ran natively:\n{text}");
+    exe.describe()
 }
 
 #[test]
@@ -448,4 +454,111 @@ fn iotas_and_broadcasts_of_any_type() {
         "HloModule t\nENTRY e {\n  i = s32[300,700] iota(), iota_dimension=1\n  u = u8[600,3] iota(), iota_dimension=0\n  h = bf16[5,400] iota(), iota_dimension=1\n  c = s32[] constant(7)\n  b = s32[300,700] broadcast(c), dimensions={}\n  ROOT t = (s32[300,700], u8[600,3], bf16[5,400], s32[300,700]) tuple(i, u, h, b)\n}\n",
         0.0,
     );
+}
+
+const SOFTMAX: &str = "HloModule s
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+sum {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[700,513] parameter(0)
+  ninf = f32[] constant(-inf)
+  m = f32[700] reduce(x, ninf), dimensions={1}, to_apply=max
+  mb = f32[700,513] broadcast(m), dimensions={0}
+  d = f32[700,513] subtract(x, mb)
+  ex = f32[700,513] exponential(d)
+  zero = f32[] constant(0)
+  s = f32[700] reduce(ex, zero), dimensions={1}, to_apply=sum
+  sb = f32[700,513] broadcast(s), dimensions={0}
+  ROOT q = f32[700,513] divide(ex, sb)
+}
+";
+
+#[test]
+fn softmax_and_layer_norm_run_as_row_pipelines() {
+    assert!(check_exe(SOFTMAX, 1e-5).contains("row pipeline"));
+    // Layer norm over the last of three dimensions, in f64, with a
+    // per-row stage (the mean) between the reductions.
+    let layer_norm = "HloModule l
+sum {
+  a = f64[] parameter(0)
+  b = f64[] parameter(1)
+  ROOT s = f64[] add(a, b)
+}
+ENTRY e {
+  x = f64[3,300,257] parameter(0)
+  g = f64[257] parameter(1)
+  zero = f64[] constant(0)
+  s = f64[3,300] reduce(x, zero), dimensions={2}, to_apply=sum
+  n = f64[] constant(257)
+  nb = f64[3,300] broadcast(n), dimensions={}
+  mean = f64[3,300] divide(s, nb)
+  mb = f64[3,300,257] broadcast(mean), dimensions={0,1}
+  c = f64[3,300,257] subtract(x, mb)
+  c2 = f64[3,300,257] multiply(c, c)
+  v = f64[3,300] reduce(c2, zero), dimensions={2}, to_apply=sum
+  vm = f64[3,300] divide(v, nb)
+  eps = f64[] constant(1e-5)
+  eb = f64[3,300] broadcast(eps), dimensions={}
+  ve = f64[3,300] add(vm, eb)
+  r = f64[3,300] rsqrt(ve)
+  rb = f64[3,300,257] broadcast(r), dimensions={0,1}
+  y = f64[3,300,257] multiply(c, rb)
+  gb = f64[3,300,257] broadcast(g), dimensions={2}
+  ROOT o = f64[3,300,257] multiply(y, gb)
+}
+";
+    assert!(check_exe(layer_norm, 1e-12).contains("row pipeline"));
+    // A reduction over a middle dimension keeps a run of outputs per row.
+    let middle = "HloModule m
+sum {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[640,33,40] parameter(0)
+  zero = f32[] constant(0)
+  s = f32[640,40] reduce(x, zero), dimensions={1}, to_apply=sum
+  sb = f32[640,33,40] broadcast(s), dimensions={0,2}
+  ROOT d = f32[640,33,40] subtract(x, sb)
+}
+";
+    assert!(check_exe(middle, 1e-5).contains("row pipeline"));
+}
+
+#[test]
+fn chains_that_cross_rows_or_escape_stay_separate() {
+    // Row sums added along columns: each row reads every sum.
+    let across = "HloModule a
+sum {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[512,512] parameter(0)
+  zero = f32[] constant(0)
+  s = f32[512] reduce(x, zero), dimensions={1}, to_apply=sum
+  sb = f32[512,512] broadcast(s), dimensions={1}
+  ROOT y = f32[512,512] add(x, sb)
+}
+";
+    // (Sums of 512 values in [-2, 2) cancel: compare within 1e-4.)
+    assert!(!check_exe(across, 1e-4).contains("row pipeline"));
+    // The row maxima are also a result: the chain starts after them.
+    let escaping = SOFTMAX.replace(
+        "ROOT q = f32[700,513] divide(ex, sb)",
+        "q = f32[700,513] divide(ex, sb)\n  ROOT t = (f32[700], f32[700,513]) tuple(m, q)",
+    );
+    let listing = check_exe(&escaping, 1e-5);
+    assert!(listing.contains("m = fused reduction"), "{listing}");
+    assert!(listing.contains("row pipeline"), "{listing}");
 }

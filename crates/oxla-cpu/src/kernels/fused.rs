@@ -401,6 +401,7 @@ fn binary<T: Float>(op: Binary, a: T, b: T) -> T {
 
 /// The iteration space with adjacent dimensions merged where every view
 /// allows it, so the innermost run is as long as possible.
+#[derive(Clone, Debug)]
 pub(crate) struct Space {
     pub dims: Vec<usize>,
     /// Per leaf with a view: the strides over `dims`, and the offset.
@@ -516,6 +517,27 @@ impl FusedLoop {
         &self,
         inputs: &[&'a ArrayLiteral],
     ) -> Result<Vec<Source<'a, T>>, String> {
+        self.resolve_with(|input, ty| {
+            let a = inputs.get(input).ok_or("missing kernel input")?;
+            if ty == PrimitiveType::Pred {
+                match a.data() {
+                    ArrayData::Pred(p) => Ok(Input::Pred(p)),
+                    _ => Err("a pred leaf is not pred data".into()),
+                }
+            } else {
+                T::slice(a.data())
+                    .map(Input::Data)
+                    .ok_or_else(|| format!("input {input} has element type {}", a.element_type()))
+            }
+        })
+    }
+
+    /// The sources of the leaves, with `get(input, type)` giving the data
+    /// of each kernel input a leaf reads.
+    pub(crate) fn resolve_with<'a, T: Float>(
+        &self,
+        get: impl Fn(usize, PrimitiveType) -> Result<Input<'a, T>, String>,
+    ) -> Result<Vec<Source<'a, T>>, String> {
         let mut sources: Vec<Source<'a, T>> = Vec::with_capacity(self.leaves.len());
         let mut view_index = 0usize;
         for leaf in &self.leaves {
@@ -527,22 +549,9 @@ impl FusedLoop {
                 }
                 Leaf::Input { input, ty, .. } => {
                     view_index += 1;
-                    let a = inputs.get(*input).ok_or("missing kernel input")?;
-                    if *ty == PrimitiveType::Pred {
-                        match a.data() {
-                            ArrayData::Pred(p) => Source::Pred(p, view_index - 1),
-                            _ => return Err("a pred leaf is not pred data".into()),
-                        }
-                    } else {
-                        match T::slice(a.data()) {
-                            Some(s) => Source::Data(s, view_index - 1),
-                            None => {
-                                return Err(format!(
-                                    "input {input} has element type {}",
-                                    a.element_type()
-                                ));
-                            }
-                        }
+                    match get(*input, *ty)? {
+                        Input::Data(d) => Source::Data(d, view_index - 1),
+                        Input::Pred(p) => Source::Pred(p, view_index - 1),
                     }
                 }
             });
@@ -629,6 +638,12 @@ impl FusedLoop {
 }
 
 /// What a leaf reads.
+/// The data of one kernel input.
+pub(crate) enum Input<'a, T> {
+    Data(&'a [T]),
+    Pred(&'a [bool]),
+}
+
 pub(crate) enum Source<'a, T> {
     Data(&'a [T], usize),
     Pred(&'a [bool], usize),
@@ -638,7 +653,7 @@ pub(crate) enum Source<'a, T> {
 
 macro_rules! multiversion {
     ($name:ident, $span:ident) => {
-        fn $name<T: Float>(
+        pub(crate) fn $name<T: Float>(
             f: &FusedLoop,
             space: &Space,
             sources: &[Source<'_, T>],
@@ -667,7 +682,7 @@ macro_rules! multiversion {
         }
 
         /// A contiguous part `[start, start + out.len())` of a single-row space.
-        fn $span<T: Float>(
+        pub(crate) fn $span<T: Float>(
             f: &FusedLoop,
             space: &Space,
             sources: &[Source<'_, T>],
@@ -1009,6 +1024,10 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
 impl Kernel for FusedLoop {
     fn name(&self) -> &'static str {
         "fused loop"
+    }
+
+    fn row_stage(&self) -> Option<super::pipeline::Stage> {
+        Some(super::pipeline::Stage::Loop(self.clone()))
     }
 
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {

@@ -10,6 +10,7 @@ pub(crate) mod iota;
 pub(crate) mod math;
 pub(crate) mod minmax;
 pub(crate) mod pad;
+pub(crate) mod pipeline;
 pub(crate) mod reduce;
 pub(crate) mod slices;
 pub(crate) mod sort;
@@ -28,6 +29,11 @@ pub(crate) trait Kernel: Send + Sync {
     fn name(&self) -> &'static str;
 
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String>;
+
+    /// The kernel as a stage of a row pipeline, if it can be one.
+    fn row_stage(&self) -> Option<pipeline::Stage> {
+        None
+    }
 }
 
 /// The native kernel for `instr`, if there is one.

@@ -51,22 +51,35 @@ fn identity<T: Float>(op: Binary) -> T {
     }
 }
 
-/// Folds a tile. The operation is matched once, outside the loops, so
-/// each loop body is one vector instruction over 16 independent lanes.
+/// Folds a tile. The operation is matched once, outside the loops, and
+/// four independent accumulators of 16 lanes (four vector registers of
+/// f32) take turns, so additions overlap instead of each waiting for the
+/// one before.
 #[inline(always)]
 fn fold<T: Float>(op: Binary, t: &[T]) -> T {
     #[inline(always)]
+    fn step<T: Float>(acc: &mut [T; 16], c: &[T], f: &impl Fn(T, T) -> T) {
+        for i in 0..16 {
+            acc[i] = f(acc[i], c[i]);
+        }
+    }
+    #[inline(always)]
     fn go<T: Float>(op: Binary, t: &[T], f: impl Fn(T, T) -> T) -> T {
-        let mut lanes = [identity::<T>(op); 16];
-        let chunks = t.chunks_exact(16);
+        let id = identity::<T>(op);
+        let (mut a0, mut a1, mut a2, mut a3) = ([id; 16], [id; 16], [id; 16], [id; 16]);
+        let chunks = t.chunks_exact(64);
         let rest = chunks.remainder();
         for c in chunks {
-            for i in 0..16 {
-                lanes[i] = f(lanes[i], c[i]);
-            }
+            step(&mut a0, &c[..16], &f);
+            step(&mut a1, &c[16..32], &f);
+            step(&mut a2, &c[32..48], &f);
+            step(&mut a3, &c[48..64], &f);
         }
-        let mut acc = identity::<T>(op);
-        for &l in lanes.iter() {
+        step(&mut a0, &a1, &f);
+        step(&mut a2, &a3, &f);
+        step(&mut a0, &a2, &f);
+        let mut acc = id;
+        for &l in a0.iter() {
             acc = f(acc, l);
         }
         for &v in rest {
@@ -100,9 +113,10 @@ fn accumulate<T: Float>(op: Binary, out: &mut [T], t: &[T]) {
 
 /// Where the rows of the merged space write: the output offset of each
 /// row's first element, from its kept dimensions.
-struct Plan {
-    space: Space,
-    classes: Vec<bool>,
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    pub space: Space,
+    pub classes: Vec<bool>,
     /// Output stride of each merged dimension (0 for reduced ones).
     out_strides: Vec<usize>,
 }
@@ -121,7 +135,7 @@ impl Plan {
 }
 
 impl ReduceLoop {
-    fn plan(&self) -> Plan {
+    pub(crate) fn plan(&self) -> Plan {
         let views = self.input.views();
         let (space, classes) = coalesce_classes(&self.input.dims, &views, &self.reduced);
         let mut out_strides = vec![0usize; space.dims.len()];
@@ -227,7 +241,7 @@ impl ReduceLoop {
     }
 }
 
-fn dispatch<T: Float>(
+pub(crate) fn dispatch<T: Float>(
     r: &ReduceLoop,
     plan: &Plan,
     sources: &[Source<'_, T>],
@@ -357,6 +371,10 @@ fn rows_generic<T: Float, const FMA: bool>(
 impl Kernel for ReduceLoop {
     fn name(&self) -> &'static str {
         "fused reduction"
+    }
+
+    fn row_stage(&self) -> Option<super::pipeline::Stage> {
+        Some(super::pipeline::Stage::Reduce(self.clone()))
     }
 
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {

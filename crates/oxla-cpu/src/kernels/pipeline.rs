@@ -1,0 +1,488 @@
+//! Row pipelines: a chain of fused reductions and loops over the same rows
+//! (softmax: the row maximum, the row sum of exponentials, the quotients;
+//! layer norm: mean, variance, the normalised rows) run block by block of
+//! rows instead of stage by stage. Each stage still computes exactly what
+//! it computes alone, over the same rows in the same order, so results are
+//! unchanged; what changes is that a block of the shared input is read
+//! from memory once and from cache by the later stages. Threads take
+//! disjoint ranges of rows, and every stage's output rows with them.
+//!
+//! A chain qualifies when every stage's iteration space starts with
+//! dimensions whose product is the pipeline's row count, reductions only
+//! reduce dimensions after those, and a stage reads an earlier stage's
+//! output only within the same row.
+
+use oxla_hlo::{ArrayData, ArrayLiteral, ArrayShape, PrimitiveType};
+use rayon::prelude::*;
+
+use super::Kernel;
+use super::fused::{self, Float, FusedLoop, Input, Leaf, PARALLEL_MIN, Scratch, Space};
+use super::reduce::{self, Plan, ReduceLoop};
+use super::view::View;
+use crate::buffer::Pool;
+use crate::value::Value;
+
+/// A kernel that can be a stage of a pipeline.
+#[derive(Clone, Debug)]
+pub(crate) enum Stage {
+    Loop(FusedLoop),
+    Reduce(ReduceLoop),
+}
+
+impl Stage {
+    /// The fused expression the stage evaluates.
+    fn expr(&self) -> &FusedLoop {
+        match self {
+            Stage::Loop(f) => f,
+            Stage::Reduce(r) => &r.input,
+        }
+    }
+
+    fn out_dims(&self) -> &[i64] {
+        match self {
+            Stage::Loop(f) => &f.dims,
+            Stage::Reduce(r) => &r.out_dims,
+        }
+    }
+
+    fn out_ty(&self) -> PrimitiveType {
+        match self {
+            Stage::Loop(f) => f.out_ty,
+            Stage::Reduce(r) => r.input.ty,
+        }
+    }
+}
+
+/// Where a stage's kernel input comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum From {
+    /// The pipeline's own input.
+    External(usize),
+    /// An earlier stage's output.
+    Stage(usize),
+}
+
+/// How a stage walks its part of a block of rows.
+#[derive(Clone, Debug)]
+enum Walk {
+    /// `q` rows of `row_len` elements of its space per pipeline row.
+    Rows {
+        space: Space,
+        q: usize,
+        row_len: usize,
+    },
+    /// A one-dimensional space, one element per pipeline row.
+    Span { space: Space },
+    /// A reduction: `q` rows of `cols` of its space per pipeline row.
+    Reduce {
+        plan: Plan,
+        q: usize,
+        cols: usize,
+        init: usize,
+    },
+}
+
+impl Walk {
+    fn space_mut(&mut self) -> &mut Space {
+        match self {
+            Walk::Rows { space, .. } | Walk::Span { space } => space,
+            Walk::Reduce { plan, .. } => &mut plan.space,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct PipeStage {
+    stage: Stage,
+    from: Vec<From>,
+    walk: Walk,
+    /// Output elements per pipeline row.
+    per_row: usize,
+    /// Views (by index) that read an earlier stage's output, and that stage:
+    /// their offsets move with the rows a thread owns.
+    shifts: Vec<(usize, usize)>,
+}
+
+/// A compiled pipeline.
+#[derive(Debug)]
+pub(crate) struct RowPipeline {
+    ty: PrimitiveType,
+    rows: usize,
+    stages: Vec<PipeStage>,
+    /// Pipeline rows per block: about 128 KiB of the widest stage's space.
+    block: usize,
+    /// Elements of the widest stage's space per row.
+    widest: usize,
+}
+
+/// The smallest `k` with `dims[..k]` multiplying to `rows`.
+fn leading(dims: &[i64], rows: usize) -> Option<usize> {
+    let mut p = 1usize;
+    for (k, &d) in dims.iter().enumerate() {
+        if p == rows {
+            return Some(k);
+        }
+        p = p.checked_mul(usize::try_from(d).ok()?)?;
+    }
+    (p == rows).then_some(dims.len())
+}
+
+/// Whether `view` over `dims` (the first `k` leading) reads, for each
+/// pipeline row, only that row of a buffer with `per_row` elements a row.
+fn row_local(view: &View, dims: &[i64], k: usize, per_row: usize) -> bool {
+    let per_row = per_row as i64;
+    // Leading dimensions: the row-major index over them, times the row size.
+    let mut expected = per_row;
+    for d in (0..k).rev() {
+        if dims[d] != 1 && view.strides[d] != expected {
+            return false;
+        }
+        expected *= dims[d];
+    }
+    // The rest stays inside the row.
+    let (mut lo, mut hi) = (view.offset, view.offset);
+    for (&size, &stride) in dims.iter().zip(&view.strides).skip(k) {
+        let span = (size - 1) * stride;
+        if span < 0 {
+            lo += span;
+        } else {
+            hi += span;
+        }
+    }
+    lo >= 0 && hi < per_row
+}
+
+/// Compiles a chain of stages: each with the value slots of its kernel
+/// inputs and its own output slot. Returns the pipeline and the slots of
+/// its inputs, or `None` if the chain does not qualify.
+pub(crate) fn build(chain: &[(Stage, Vec<usize>, usize)]) -> Option<(RowPipeline, Vec<usize>)> {
+    let (Stage::Reduce(first), ..) = chain.first()? else {
+        return None;
+    };
+    let ty = first.input.ty;
+    let k0 = first.reduced.iter().position(|&r| r)?;
+    let rows: usize = first.input.dims[..k0]
+        .iter()
+        .map(|&d| usize::try_from(d).ok())
+        .product::<Option<usize>>()?;
+    if rows < 2 || chain.len() < 2 {
+        return None;
+    }
+    let mut externals: Vec<usize> = Vec::new();
+    let mut stages: Vec<PipeStage> = Vec::new();
+    let mut widest = 1usize;
+    for (s, (stage, inputs, _)) in chain.iter().enumerate() {
+        let expr = stage.expr();
+        if expr.ty != ty || stage.out_ty() != ty || expr.dims.iter().any(|&d| d <= 0) {
+            return None;
+        }
+        let dims = &expr.dims;
+        let k = leading(dims, rows)?;
+        let elements: usize = dims.iter().map(|&d| d as usize).product();
+        widest = widest.max(elements / rows);
+        let from: Vec<From> = inputs
+            .iter()
+            .map(|slot| match chain[..s].iter().position(|c| c.2 == *slot) {
+                Some(t) => From::Stage(t),
+                None => {
+                    let j = externals.iter().position(|e| e == slot).unwrap_or_else(|| {
+                        externals.push(*slot);
+                        externals.len() - 1
+                    });
+                    From::External(j)
+                }
+            })
+            .collect();
+        // Reads of earlier stages: float data, within the row.
+        let mut shifts = Vec::new();
+        let mut view_index = 0usize;
+        for leaf in &expr.leaves {
+            match leaf {
+                Leaf::Scalar(_) => continue,
+                Leaf::Affine(_) => {}
+                Leaf::Input {
+                    input,
+                    ty: lty,
+                    view,
+                } => {
+                    if let From::Stage(t) = *from.get(*input)? {
+                        if *lty != ty || !row_local(view, dims, k, stages[t].per_row) {
+                            return None;
+                        }
+                        shifts.push((view_index, t));
+                    }
+                }
+            }
+            view_index += 1;
+        }
+        let out_len: usize = stage.out_dims().iter().map(|&d| d as usize).product();
+        if !out_len.is_multiple_of(rows) {
+            return None;
+        }
+        let walk = match stage {
+            Stage::Loop(f) => {
+                let inner: Vec<bool> = (0..dims.len()).map(|d| d >= k).collect();
+                let views = f.views();
+                let (space, classes) = fused::coalesce_classes(dims, &views, &inner);
+                let last = space.dims.len() - 1;
+                if classes[last] {
+                    let lead: usize = (0..last)
+                        .filter(|&i| !classes[i])
+                        .map(|i| space.dims[i])
+                        .product();
+                    if lead != rows {
+                        return None;
+                    }
+                    let q = (0..last)
+                        .filter(|&i| classes[i])
+                        .map(|i| space.dims[i])
+                        .product();
+                    Walk::Rows {
+                        row_len: space.dims[last],
+                        space,
+                        q,
+                    }
+                } else if space.dims == [rows] {
+                    Walk::Span { space }
+                } else {
+                    return None;
+                }
+            }
+            Stage::Reduce(r) => {
+                if r.reduced
+                    .iter()
+                    .take(k)
+                    .zip(dims)
+                    .any(|(&red, &d)| red && d != 1)
+                {
+                    return None;
+                }
+                let init = match *from.get(r.init_input)? {
+                    From::External(j) => j,
+                    From::Stage(_) => return None,
+                };
+                let plan = r.plan();
+                let last = plan.space.dims.len() - 1;
+                let space_rows: usize = plan.space.dims[..last].iter().product();
+                if !space_rows.is_multiple_of(rows) || space_rows < rows {
+                    return None;
+                }
+                Walk::Reduce {
+                    cols: plan.space.dims[last],
+                    q: space_rows / rows,
+                    plan,
+                    init,
+                }
+            }
+        };
+        stages.push(PipeStage {
+            stage: stage.clone(),
+            from,
+            walk,
+            per_row: out_len / rows,
+            shifts,
+        });
+    }
+    let row_bytes = widest * if ty == PrimitiveType::F64 { 8 } else { 4 };
+    let block = ((128 << 10) / row_bytes.max(1)).clamp(1, rows);
+    Some((
+        RowPipeline {
+            ty,
+            rows,
+            stages,
+            block,
+            widest,
+        },
+        externals,
+    ))
+}
+
+impl RowPipeline {
+    fn execute<T: Float>(
+        &self,
+        inputs: &[&ArrayLiteral],
+        pool: &Pool,
+    ) -> Result<ArrayLiteral, String> {
+        let rows = self.rows;
+        let mut bufs: Vec<Vec<T>> = self
+            .stages
+            .iter()
+            .map(|s| pool.take::<T>(s.per_row * rows))
+            .collect();
+        let tasks = if rows * self.widest >= PARALLEL_MIN {
+            (rayon::current_num_threads() * 4).min(rows)
+        } else {
+            1
+        };
+        let per_task = rows.div_ceil(tasks.max(1));
+        let tasks = rows.div_ceil(per_task);
+        let mut chunks: Vec<Vec<&mut [T]>> = (0..tasks).map(|_| Vec::new()).collect();
+        for (s, buf) in self.stages.iter().zip(bufs.iter_mut()) {
+            for (t, c) in buf.chunks_mut(per_task * s.per_row).enumerate() {
+                chunks[t].push(c);
+            }
+        }
+        chunks
+            .into_par_iter()
+            .enumerate()
+            .try_for_each(|(t, mut mine)| {
+                let first = t * per_task;
+                let end = (first + per_task).min(rows);
+                self.run_rows(inputs, first, end, &mut mine)
+            })?;
+        let last = self.stages.last().ok_or("an empty pipeline")?;
+        let out = bufs.pop().ok_or("an empty pipeline")?;
+        bufs.into_iter().for_each(|b| pool.give(b));
+        let shape =
+            ArrayShape::new(self.ty, last.stage.out_dims().to_vec()).map_err(|e| e.to_string())?;
+        ArrayLiteral::new(shape, T::wrap(out)).map_err(|e| e.to_string())
+    }
+
+    /// Pipeline rows `[first, end)`, whose outputs are `outs` (one per stage).
+    fn run_rows<T: Float>(
+        &self,
+        inputs: &[&ArrayLiteral],
+        first: usize,
+        end: usize,
+        outs: &mut [&mut [T]],
+    ) -> Result<(), String> {
+        // Earlier stages' outputs are read from this range's part of them.
+        let walks: Vec<Walk> = self
+            .stages
+            .iter()
+            .map(|s| {
+                let mut w = s.walk.clone();
+                let space = w.space_mut();
+                for &(v, t) in &s.shifts {
+                    space.offsets[v] -= (first * self.stages[t].per_row) as i64;
+                }
+                w
+            })
+            .collect();
+        let mut scratches: Vec<Option<Scratch<T>>> = self
+            .stages
+            .iter()
+            .zip(&walks)
+            .map(|(s, w)| match w {
+                Walk::Rows { row_len, .. } => Some(Scratch::new(s.stage.expr(), *row_len)),
+                Walk::Span { .. } => Some(Scratch::new(s.stage.expr(), self.block)),
+                Walk::Reduce { .. } => None,
+            })
+            .collect();
+        let mut b0 = first;
+        while b0 < end {
+            let b1 = (b0 + self.block).min(end);
+            for (s, stage) in self.stages.iter().enumerate() {
+                let (done, rest) = outs.split_at_mut(s);
+                let out = &mut *rest[0];
+                let expr = stage.stage.expr();
+                let sources = expr.resolve_with(|m, ty| match stage.from.get(m) {
+                    Some(From::Stage(t)) => Ok(Input::Data(&*done[*t])),
+                    Some(From::External(j)) => {
+                        let a = inputs.get(*j).ok_or("missing pipeline input")?;
+                        match a.data() {
+                            ArrayData::Pred(p) if ty == PrimitiveType::Pred => Ok(Input::Pred(p)),
+                            data => T::slice(data)
+                                .map(Input::Data)
+                                .ok_or_else(|| "a pipeline input of the wrong type".into()),
+                        }
+                    }
+                    None => Err("missing kernel input".into()),
+                })?;
+                let e = stage.per_row;
+                let part = (b0 - first) * e..(b1 - first) * e;
+                match (&walks[s], &mut scratches[s]) {
+                    (Walk::Rows { space, q, row_len }, Some(scratch)) => fused::dispatch(
+                        expr,
+                        space,
+                        &sources,
+                        b0 * q,
+                        (b1 - b0) * q,
+                        *row_len,
+                        &mut out[part],
+                        scratch,
+                    ),
+                    (Walk::Span { space }, Some(scratch)) => {
+                        fused::dispatch_span(expr, space, &sources, b0, &mut out[part], scratch)
+                    }
+                    (
+                        Walk::Reduce {
+                            plan,
+                            q,
+                            cols,
+                            init,
+                        },
+                        _,
+                    ) => {
+                        let Stage::Reduce(r) = &stage.stage else {
+                            return Err("a reduction walk of a loop".into());
+                        };
+                        let init = inputs
+                            .get(*init)
+                            .and_then(|a| T::slice(a.data()))
+                            .and_then(|s| s.first().copied())
+                            .ok_or("the init value is missing")?;
+                        out[part].fill(init);
+                        reduce::dispatch(
+                            r,
+                            plan,
+                            &sources,
+                            b0 * q,
+                            (b1 - b0) * q,
+                            0,
+                            *cols,
+                            out,
+                            first * e,
+                        );
+                    }
+                    _ => return Err("a loop stage without scratch space".into()),
+                }
+            }
+            b0 = b1;
+        }
+        Ok(())
+    }
+}
+
+impl Kernel for RowPipeline {
+    fn name(&self) -> &'static str {
+        "row pipeline"
+    }
+
+    fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
+        let arrays: Vec<&ArrayLiteral> = inputs
+            .iter()
+            .map(|v| v.array().ok_or("a row pipeline reads arrays"))
+            .collect::<Result<_, _>>()?;
+        let out = match self.ty {
+            PrimitiveType::F32 => self.execute::<f32>(&arrays, pool)?,
+            PrimitiveType::F64 => self.execute::<f64>(&arrays, pool)?,
+            other => return Err(format!("row pipelines compute in f32 or f64, not {other}")),
+        };
+        Ok(Value::owned(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_locality() {
+        // A [4] vector broadcast along rows of [4, 8]: row r reads element r.
+        let v = View::contiguous(&[4]).broadcast(&[4, 8], &[0]);
+        assert!(row_local(&v, &[4, 8], 1, 1));
+        // Broadcast along columns instead: row r reads elements 0..8 of a
+        // buffer with one element a row.
+        let w = View::contiguous(&[8]).broadcast(&[4, 8], &[1]);
+        assert!(!row_local(&w, &[4, 8], 1, 1));
+        // A transposed [8, 4] read as [4, 8] crosses rows.
+        let t = View::contiguous(&[8, 4]).transpose(&[1, 0]);
+        assert!(!row_local(&t, &[4, 8], 1, 4));
+        // The same buffer read in place is local.
+        assert!(row_local(&View::contiguous(&[4, 8]), &[4, 8], 1, 8));
+        assert_eq!(leading(&[4, 1, 8], 4), Some(1));
+        assert_eq!(leading(&[2, 2, 8], 4), Some(2));
+        assert_eq!(leading(&[3, 8], 4), None);
+    }
+}
