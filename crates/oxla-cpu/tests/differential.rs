@@ -562,3 +562,57 @@ ENTRY e {
     assert!(listing.contains("m = fused reduction"), "{listing}");
     assert!(listing.contains("row pipeline"), "{listing}");
 }
+
+#[test]
+fn row_maxima_and_minima_keep_xlas_zeros_and_nans() {
+    // Rows of 3000: all -0 but one +0 somewhere; negatives and a zero;
+    // a NaN among numbers; plain values. Max and min must match the
+    // interpreter bit for bit (the fast fold defers to the full rule).
+    let (rows, cols) = (8usize, 3000usize);
+    let mut x = vec![0f32; rows * cols];
+    for (r, row) in x.chunks_mut(cols).enumerate() {
+        for (c, v) in row.iter_mut().enumerate() {
+            *v = match r {
+                0 | 1 => -0.0,
+                2 => -1.0 - (c % 5) as f32,
+                3 => (c as f32 * 0.37).sin(),
+                _ => (c as f32 * 0.11).cos() * 3.0,
+            };
+        }
+        match r {
+            0 => row[1234] = 0.0,
+            2 => row[2999] = -0.0,
+            3 => row[17] = f32::NAN,
+            5 => row[0] = f32::from_bits(0x7fc0_1234),
+            _ => {}
+        }
+    }
+    let x = Literal::from_vec(&[rows as i64, cols as i64], x).unwrap();
+    for (name, op, init) in [("max", "maximum", "-inf"), ("min", "minimum", "inf")] {
+        let text = format!(
+            "HloModule m\nf {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] {op}(a, b)\n}}\nENTRY e {{\n  x = f32[{rows},{cols}] parameter(0)\n  i = f32[] constant({init})\n  ROOT r = f32[{rows}] reduce(x, i), dimensions={{1}}, to_apply=f\n}}\n"
+        );
+        let module = oxla_text::parse_module(&text).unwrap();
+        let exe = oxla_cpu::compile(&module).unwrap();
+        let options = EvalOptions::default();
+        let args = [x.clone()];
+        let want = oxla_interp::evaluate(&module, &args, &options, &NoServices).unwrap();
+        let got = exe.execute(&args, &options, &NoServices).unwrap();
+        let (w, g) = (want.to_vec::<f32>().unwrap(), got.to_vec::<f32>().unwrap());
+        for (k, (a, b)) in w.iter().zip(&g).enumerate() {
+            assert!(
+                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                "{name} of row {k}: got {b:?}, want {a:?}"
+            );
+        }
+        assert!(g[3].is_nan() && g[5].is_nan());
+        if name == "max" {
+            assert!(g[0] == 0.0 && g[0].is_sign_positive());
+            assert!(g[1] == 0.0 && g[1].is_sign_negative());
+            assert!(g[2] == 0.0 && g[2].is_sign_negative());
+        } else {
+            assert!(g[0] == 0.0 && g[0].is_sign_negative());
+            assert_eq!(g[2], -5.0);
+        }
+    }
+}
