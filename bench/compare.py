@@ -292,11 +292,16 @@ def time_xla(w, args, opts):
         n = opts.iters
     else:
         n = max(5, min(10000, math.ceil(opts.target_seconds / min(warm))))
-    times = [once() * 1e3 for _ in range(n)]
-    del dev_args
     result = {"lower_ms": statistics.median(lower_ms), "compile_ms": statistics.median(compile_ms),
-              "compile_ms_all": compile_ms, "run_ms": summarize(times)}
-    return result, leaves, compiled.as_text()
+              "compile_ms_all": compile_ms, "iters": n}
+    # The timed runs happen in rounds, alternating with oxla's (see main).
+    return result, leaves, compiled.as_text(), once
+
+
+def round_summary(medians, mins, maxes, iters):
+    """One side's figures over rounds: the median of the rounds' medians."""
+    return {"median": statistics.median(medians), "min": min(mins), "max": max(maxes),
+            "iters": iters, "round_medians": medians}
 
 
 def first_error_line(stderr, returncode):
@@ -475,6 +480,9 @@ def main():
                     help="runs per workload for oxla (default: XLA's count for cpu, 3 for interp)")
     ap.add_argument("--target-seconds", type=float, default=1.5,
                     help="time XLA's timed runs should take per workload when --iters is not given (default 1.5)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="timing rounds per workload, alternating XLA and oxla so that both meet the same "
+                         "background load; each side reports the median of its rounds' medians (default 3)")
     ap.add_argument("--compile-reps", type=int, default=3,
                     help="XLA compiles per workload; the table shows the median (default 3)")
     ap.add_argument("--timeout", type=float, default=20.0,
@@ -548,8 +556,18 @@ def main():
                 inputs.append(os.path.join(wdir, f"in{i}.npy"))
                 np.save(inputs[-1], a)
 
-            xla, want, optimized = time_xla(w, args, opts)
+            xla, want, optimized, xla_once = time_xla(w, args, opts)
             del args
+            rounds = max(1, opts.rounds)
+            xla_rounds = []  # (median, min, max) of each round's XLA runs
+
+            def xla_round(count):
+                t = [xla_once() * 1e3 for _ in range(max(1, count))]
+                xla_rounds.append((statistics.median(t), min(t), max(t)))
+
+            def finish_xla():
+                xla["run_ms"] = round_summary([r[0] for r in xla_rounds], [r[1] for r in xla_rounds],
+                                              [r[2] for r in xla_rounds], xla["iters"])
             row["xla"] = xla
             row["xla_optimized"] = {"fusions": optimized.count(" fusion("),
                                     "custom_calls": custom_call_targets(optimized),
@@ -557,17 +575,18 @@ def main():
             if opts.keep_tmp:
                 with open(os.path.join(wdir, "xla_optimized.hlo"), "w") as f:
                     f.write(optimized)
-            progress = (f"[{k + 1}/{len(selected)}] {w.name}: XLA {fmt_ms(xla['run_ms']['median'])} ms "
-                        f"(N={xla['run_ms']['iters']}), compile {fmt_ms(xla['compile_ms'])} ms")
-
-            if use_oxla:
+            if not use_oxla:
+                for _ in range(rounds):
+                    xla_round(xla["iters"] // rounds)
+                finish_xla()
+            else:
                 ins = [x for p in inputs for x in ("--input", p)]
                 # Iterations: --oxla-iters, else --iters (cpu only), else XLA's count for cpu
                 # and 3 for interp, both then sized below from the check's wall time.
                 n = opts.oxla_iters or (opts.iters if opts.backend == "cpu" else None)
                 sized = n is None
                 if sized:
-                    n = xla["run_ms"]["iters"] if opts.backend == "cpu" else 3
+                    n = xla["iters"] if opts.backend == "cpu" else 3
                 o = {}
                 check_seconds = None
                 if not opts.no_check:
@@ -585,21 +604,38 @@ def main():
                 if "status" not in o:
                     if sized and check_seconds:
                         if opts.backend == "interp":  # fast enough: up to target-seconds of runs
-                            n = max(n, min(xla["run_ms"]["iters"], int(opts.target_seconds / check_seconds)))
+                            n = max(n, min(xla["iters"], int(opts.target_seconds / check_seconds)))
                         # The check's wall time bounds one load + compile + run; keep the bench
                         # (load + compile + warm-up + n runs) within about 3/4 of the timeout.
                         n = max(1, min(n, int(0.75 * opts.timeout / check_seconds) - 1))
+                    per_round = max(1, n // rounds)
                     cmd = [opts.oxla_bin, "bench", hlo_path, "--backend", opts.backend,
-                           "--iters", str(n), "--json"] + ins
-                    status, out, _ = run_oxla(cmd, opts.timeout)
-                    if status == "ok":
+                           "--iters", str(per_round), "--json"] + ins
+                    benches = []
+                    status = "ok"
+                    for _ in range(rounds):
+                        xla_round(xla["iters"] // rounds)
+                        status, out, _ = run_oxla(cmd, opts.timeout)
+                        if status != "ok":
+                            break
                         try:
-                            o.update(json.loads([l for l in out.splitlines() if l.strip()][-1]))
+                            benches.append(json.loads([l for l in out.splitlines() if l.strip()][-1]))
                         except (ValueError, IndexError):
                             status = "error: unreadable bench output: " + out.strip()[:80]
+                            break
+                    if status == "ok":
+                        runs = [b["run_ms"] for b in benches]
+                        o["compile_ms"] = statistics.median(b["compile_ms"] for b in benches)
+                        o["run_ms"] = round_summary([r["median"] for r in runs], [r["min"] for r in runs],
+                                                    [r["max"] for r in runs], sum(r["iters"] for r in runs))
                     o["status"] = status
-                    o["command"] = " ".join(cmd)
+                    o["command"] = " ".join(cmd) + f"  (x{rounds} rounds)"
+                while len(xla_rounds) < rounds:
+                    xla_round(xla["iters"] // rounds)
+                finish_xla()
                 row["oxla"] = o
+                progress = (f"[{k + 1}/{len(selected)}] {w.name}: XLA {fmt_ms(xla['run_ms']['median'])} ms "
+                            f"(N={xla['run_ms']['iters']}), compile {fmt_ms(xla['compile_ms'])} ms")
                 if row.get("check_error") == o["status"]:
                     row["check"] = "error (same)" if o["status"] != "timeout" else "timeout"
                 if o["status"] == "ok":
@@ -608,6 +644,9 @@ def main():
                 else:
                     progress += f"; oxla {o['status']}"
                 progress += f"; check {row.get('check', '-')}"
+            if not use_oxla:
+                progress = (f"[{k + 1}/{len(selected)}] {w.name}: XLA {fmt_ms(xla['run_ms']['median'])} ms "
+                            f"(N={xla['run_ms']['iters']}), compile {fmt_ms(xla['compile_ms'])} ms")
             print(progress, file=sys.stderr, flush=True)
             if not opts.keep_tmp:
                 shutil.rmtree(wdir, ignore_errors=True)

@@ -616,3 +616,17 @@ fn row_maxima_and_minima_keep_xlas_zeros_and_nans() {
         }
     }
 }
+
+#[test]
+fn outputs_large_enough_to_stream_past_the_cache() {
+    // Outputs of 8 MiB and more are written with non-temporal stores: an
+    // odd row length puts the stores at every alignment.
+    check(
+        "HloModule t\nENTRY e {\n  a = f32[1100,2001] parameter(0)\n  b = f32[2001] parameter(1)\n  bb = f32[1100,2001] broadcast(b), dimensions={1}\n  m = f32[1100,2001] multiply(a, bb)\n  ROOT t = f32[1100,2001] tanh(m)\n}\n",
+        2e-6,
+    );
+    let big_softmax = SOFTMAX
+        .replace("700,513", "2100,1001")
+        .replace("f32[700]", "f32[2100]");
+    assert!(check_exe(&big_softmax, 1e-5).contains("row pipeline"));
+}

@@ -359,14 +359,23 @@ impl RowPipeline {
                 w
             })
             .collect();
+        // The last stage's output, when large, is streamed past the cache.
+        let last = self.stages.len() - 1;
+        let full = self.stages[last].per_row * self.rows;
+        let stream = fused::streams_bytes(full * std::mem::size_of::<T>());
         let mut scratches: Vec<Option<Scratch<T>>> = self
             .stages
             .iter()
             .zip(&walks)
-            .map(|(s, w)| match w {
-                Walk::Rows { row_len, .. } => Some(Scratch::new(s.stage.expr(), *row_len)),
-                Walk::Span { .. } => Some(Scratch::new(s.stage.expr(), self.block)),
-                Walk::Reduce { .. } => None,
+            .enumerate()
+            .map(|(k, (s, w))| {
+                let mut scratch = match w {
+                    Walk::Rows { row_len, .. } => Scratch::new(s.stage.expr(), *row_len),
+                    Walk::Span { .. } => Scratch::new(s.stage.expr(), self.block),
+                    Walk::Reduce { .. } => return None,
+                };
+                scratch.stream = stream && k == last;
+                Some(scratch)
             })
             .collect();
         let mut b0 = first;
@@ -439,6 +448,9 @@ impl RowPipeline {
                 }
             }
             b0 = b1;
+        }
+        if stream {
+            fused::store_fence();
         }
         Ok(())
     }
