@@ -50,6 +50,47 @@ pub(crate) fn exp<const FMA: bool>(x: f32) -> f32 {
     y * pow2(half) * pow2(n - half)
 }
 
+/// `exp` for `x` in [-86, 88], where `2^n` is a normal float: one scaling
+/// instead of two, and no clamp. Bit-identical to [`exp`] there (scaling
+/// by a power of two is exact while the result stays normal).
+#[inline(always)]
+pub(crate) fn exp_normal<const FMA: bool>(x: f32) -> f32 {
+    let n = (x * std::f32::consts::LOG2_E).round_ties_even();
+    let r = madd::<FMA>(n, -0.693_359_375, x);
+    let r = madd::<FMA>(n, 2.121_944_4e-4, r);
+    let r2 = r * r;
+    let mut p = 1.987_569_2e-4f32;
+    p = madd::<FMA>(p, r, 1.398_199_9e-3);
+    p = madd::<FMA>(p, r, 8.333_452e-3);
+    p = madd::<FMA>(p, r, 4.166_579_6e-2);
+    p = madd::<FMA>(p, r, 1.666_666_5e-1);
+    p = madd::<FMA>(p, r, 5.000_000_1e-1);
+    let y = madd::<FMA>(p, r2, r) + 1.0;
+    // n + 127 in [1, 254]: the exponent field of 2^n.
+    let t = n + (127.0 + 12_582_912.0);
+    y * f32::from_bits((t.to_bits() & 0x1ff) << 23)
+}
+
+/// `exp` over a tile: [`exp_normal`] when every element is in its range
+/// (NaNs aside, which it passes through as `exp` does), else [`exp`].
+#[inline(always)]
+pub(crate) fn exp_tile<const FMA: bool>(out: &mut [f32], a: &[f32]) {
+    // Comparisons are false for NaN, so a NaN never sends the tile the slow way.
+    let outside = a
+        .iter()
+        .fold(0u32, |bad, &x| bad | u32::from((x < -86.0) | (x > 88.0)));
+    let fast = outside == 0;
+    if fast {
+        for (o, &x) in out.iter_mut().zip(a) {
+            *o = exp_normal::<FMA>(x);
+        }
+    } else {
+        for (o, &x) in out.iter_mut().zip(a) {
+            *o = exp::<FMA>(x);
+        }
+    }
+}
+
 /// ln x (Cephes' logf: split off the exponent, polynomial in the mantissa).
 #[inline(always)]
 pub(crate) fn log<const FMA: bool>(x: f32) -> f32 {
@@ -257,6 +298,29 @@ mod tests {
         }
         assert_eq!(exp::<true>(-200.0), 0.0);
         assert_eq!(exp::<true>(89.0), f32::INFINITY);
+    }
+
+    #[test]
+    fn the_tile_exp_matches_exp_bit_for_bit() {
+        // Tiles inside the fast range, across its edges, and with NaN.
+        let mut tiles: Vec<Vec<f32>> = Vec::new();
+        tiles.push((0..4000).map(|i| -86.0 + i as f32 * 0.0435).collect());
+        tiles.push((0..4000).map(|i| -104.0 + i as f32 * 0.0482).collect());
+        let mut with_nan: Vec<f32> = (0..100).map(|i| i as f32 * 0.3 - 15.0).collect();
+        with_nan[7] = f32::NAN;
+        tiles.push(with_nan);
+        tiles.push(vec![-86.0, 88.0, 0.0, -0.0, 1e-30, -1e-30]);
+        for tile in tiles {
+            let mut out = vec![0f32; tile.len()];
+            exp_tile::<true>(&mut out, &tile);
+            for (&x, &y) in tile.iter().zip(&out) {
+                let want = exp::<true>(x);
+                assert!(
+                    want.to_bits() == y.to_bits() || (want.is_nan() && y.is_nan()),
+                    "exp({x}): tile gives {y:e}, exp gives {want:e}"
+                );
+            }
+        }
     }
 
     #[test]
