@@ -952,6 +952,11 @@ fn select(p: &ArrayData, a: &ArrayData, b: &ArrayData, out: &mut ArrayData) -> b
 
 #[inline(always)]
 fn zip<T: Copy>(a: &[T], b: &[T], o: &mut [T], f: impl Fn(T, T) -> T) -> bool {
+    // Scalars (counters, flags) are most of a loop's work: no loop for them.
+    if let ([a], [b], [o]) = (a, b, &mut *o) {
+        *o = f(*a, *b);
+        return true;
+    }
     if a.len() != o.len() || b.len() != o.len() {
         return false;
     }
@@ -1034,6 +1039,17 @@ fn compare_slices<T: PartialOrd + Copy>(
     b: &[T],
     o: &mut [bool],
 ) -> bool {
+    if let ([a], [b], [o]) = (a, b, &mut *o) {
+        *o = match dir {
+            ComparisonDirection::Eq => a == b,
+            ComparisonDirection::Ne => a != b,
+            ComparisonDirection::Lt => a < b,
+            ComparisonDirection::Le => a <= b,
+            ComparisonDirection::Gt => a > b,
+            ComparisonDirection::Ge => a >= b,
+        };
+        return true;
+    }
     if a.len() != o.len() || b.len() != o.len() {
         return false;
     }
