@@ -20,7 +20,7 @@ use oxla_hlo::{
 use oxla_interp::{ElementwiseFunction, ElementwiseScratch};
 
 use crate::kernels::elementwise::scalar_function;
-use crate::kernels::minmax::{self, MinMax};
+use crate::kernels::minmax;
 use crate::kernels::view::View;
 use crate::value::Value;
 
@@ -45,15 +45,10 @@ enum Arith {
 }
 
 enum Op {
-    Arith {
-        op: Arith,
-        a: Reg,
-        b: Reg,
-        out: Reg,
-    },
-    /// A comparison under the operands' default comparison type.
-    Compare {
-        dir: ComparisonDirection,
+    /// Typed arithmetic or a comparison (under the operands' default
+    /// comparison type), as one call.
+    Binary {
+        f: BinFn,
         a: Reg,
         b: Reg,
         out: Reg,
@@ -85,8 +80,7 @@ impl Op {
     /// The one register a simple operation writes.
     fn out(&self) -> Option<Reg> {
         match *self {
-            Op::Arith { out, .. }
-            | Op::Compare { out, .. }
+            Op::Binary { out, .. }
             | Op::Select { out, .. }
             | Op::Function { out, .. }
             | Op::Gather { out, .. } => Some(out),
@@ -613,19 +607,15 @@ impl Compiler {
                 let operand_type = operand(0)?.element_type();
                 let binary = regs.len() == 2 && same(0) && same(1);
                 let arith = arith_of(instr.opcode, ty).filter(|_| binary && operand_type == ty);
-                let op = if instr.opcode == Opcode::Compare
+                let compare = (instr.opcode == Opcode::Compare
                     && binary
-                    && plain_comparison(operand_type, instr.attrs.comparison_type)
-                {
-                    Op::Compare {
-                        dir: instr.attrs.comparison_direction?,
-                        a: regs[0],
-                        b: regs[1],
-                        out,
-                    }
-                } else if let Some(op) = arith {
-                    Op::Arith {
-                        op,
+                    && plain_comparison(operand_type, instr.attrs.comparison_type))
+                .then(|| compare_fn(instr.attrs.comparison_direction?, operand_type))
+                .flatten();
+                let typed = compare.or_else(|| arith.and_then(|op| arith_fn(op, ty)));
+                let op = if let Some(f) = typed {
+                    Op::Binary {
+                        f,
                         a: regs[0],
                         b: regs[1],
                         out,
@@ -861,8 +851,7 @@ fn apply(
 ) -> Result<bool, String> {
     let get = |i: Reg| r.get(i).ok_or("an operand after its result");
     Ok(match op {
-        Op::Arith { op, a, b, .. } => arith(*op, get(*a)?, get(*b)?, o),
-        Op::Compare { dir, a, b, .. } => compare(*dir, get(*a)?, get(*b)?, o),
+        Op::Binary { f, a, b, .. } => f(get(*a)?, get(*b)?, o),
         Op::Select { p, a, b, .. } => select(get(*p)?, get(*a)?, get(*b)?, o),
         Op::Gather { src, index, .. } => gather(get(*src)?, index, o),
         Op::While(_) | Op::Conditional(_) => false,
@@ -966,118 +955,164 @@ fn zip<T: Copy>(a: &[T], b: &[T], o: &mut [T], f: impl Fn(T, T) -> T) -> bool {
     true
 }
 
-trait Float:
-    MinMax
-    + std::ops::Add<Output = Self>
-    + std::ops::Sub<Output = Self>
-    + std::ops::Mul<Output = Self>
-    + std::ops::Div<Output = Self>
-{
-}
-impl Float for f32 {}
-impl Float for f64 {}
+/// A typed element-wise operation on registers, chosen when compiling so
+/// that running it is one call: the operands' and result's storage, then
+/// the loop.
+type BinFn = fn(&ArrayData, &ArrayData, &mut ArrayData) -> bool;
 
-fn float<T: Float>(op: Arith, a: &[T], b: &[T], o: &mut [T]) -> bool {
-    match op {
-        Arith::Add => zip(a, b, o, |x, y| x + y),
-        Arith::Sub => zip(a, b, o, |x, y| x - y),
-        Arith::Mul => zip(a, b, o, |x, y| x * y),
-        Arith::Div => zip(a, b, o, |x, y| x / y),
-        Arith::Max => zip(a, b, o, minmax::max),
-        Arith::Min => zip(a, b, o, minmax::min),
-        _ => false,
-    }
+const ADD: u8 = 0;
+const SUB: u8 = 1;
+const MUL: u8 = 2;
+const DIV: u8 = 3;
+const MAX: u8 = 4;
+const MIN: u8 = 5;
+const AND: u8 = 6;
+const OR: u8 = 7;
+const XOR: u8 = 8;
+
+/// Arithmetic of one element type; `OP` is one of the constants above that
+/// [`arith_of`] allows for the type (others are never instantiated for it).
+trait Lanes: NativeType + PartialOrd {
+    fn arith<const OP: u8>(a: Self, b: Self) -> Self;
 }
 
-macro_rules! int_arith {
-    ($name:ident, $t:ty) => {
-        fn $name(op: Arith, a: &[$t], b: &[$t], o: &mut [$t]) -> bool {
-            match op {
-                Arith::Add => zip(a, b, o, <$t>::wrapping_add),
-                Arith::Sub => zip(a, b, o, <$t>::wrapping_sub),
-                Arith::Mul => zip(a, b, o, <$t>::wrapping_mul),
-                Arith::Max => zip(a, b, o, <$t>::max),
-                Arith::Min => zip(a, b, o, <$t>::min),
-                Arith::And => zip(a, b, o, |x, y| x & y),
-                Arith::Or => zip(a, b, o, |x, y| x | y),
-                Arith::Xor => zip(a, b, o, |x, y| x ^ y),
-                Arith::Div => false,
+macro_rules! int_lanes {
+    ($($t:ty),*) => {$(
+        impl Lanes for $t {
+            #[inline(always)]
+            fn arith<const OP: u8>(a: $t, b: $t) -> $t {
+                match OP {
+                    ADD => a.wrapping_add(b),
+                    SUB => a.wrapping_sub(b),
+                    MUL => a.wrapping_mul(b),
+                    MAX => a.max(b),
+                    MIN => a.min(b),
+                    AND => a & b,
+                    OR => a | b,
+                    _ => a ^ b,
+                }
             }
         }
-    };
+    )*};
 }
 
-int_arith!(arith_s32, i32);
-int_arith!(arith_s64, i64);
-int_arith!(arith_u8, u8);
-int_arith!(arith_u32, u32);
-int_arith!(arith_u64, u64);
+int_lanes!(i32, i64, u8, u32, u64);
 
-fn arith(op: Arith, a: &ArrayData, b: &ArrayData, o: &mut ArrayData) -> bool {
-    use ArrayData as D;
-    match (a, b, o) {
-        (D::F32(a), D::F32(b), D::F32(o)) => float(op, a, b, o),
-        (D::F64(a), D::F64(b), D::F64(o)) => float(op, a, b, o),
-        (D::S32(a), D::S32(b), D::S32(o)) => arith_s32(op, a, b, o),
-        (D::S64(a), D::S64(b), D::S64(o)) => arith_s64(op, a, b, o),
-        (D::U8(a), D::U8(b), D::U8(o)) => arith_u8(op, a, b, o),
-        (D::U32(a), D::U32(b), D::U32(o)) => arith_u32(op, a, b, o),
-        (D::U64(a), D::U64(b), D::U64(o)) => arith_u64(op, a, b, o),
-        (D::Pred(a), D::Pred(b), D::Pred(o)) => match op {
-            Arith::And => zip(a, b, o, |x, y| x & y),
-            Arith::Or => zip(a, b, o, |x, y| x | y),
-            Arith::Xor => zip(a, b, o, |x, y| x ^ y),
-            _ => false,
-        },
+macro_rules! float_lanes {
+    ($($t:ty),*) => {$(
+        impl Lanes for $t {
+            #[inline(always)]
+            fn arith<const OP: u8>(a: $t, b: $t) -> $t {
+                match OP {
+                    ADD => a + b,
+                    SUB => a - b,
+                    MUL => a * b,
+                    DIV => a / b,
+                    MAX => minmax::max(a, b),
+                    _ => minmax::min(a, b),
+                }
+            }
+        }
+    )*};
+}
+
+float_lanes!(f32, f64);
+
+impl Lanes for bool {
+    #[inline(always)]
+    fn arith<const OP: u8>(a: bool, b: bool) -> bool {
+        match OP {
+            AND => a & b,
+            OR => a | b,
+            _ => a ^ b,
+        }
+    }
+}
+
+fn arith_typed<T: Lanes, const OP: u8>(a: &ArrayData, b: &ArrayData, o: &mut ArrayData) -> bool {
+    match (T::slice(a), T::slice(b), T::slice_mut(o)) {
+        (Some(a), Some(b), Some(o)) => zip(a, b, o, T::arith::<OP>),
         _ => false,
     }
 }
 
-fn compare_slices<T: PartialOrd + Copy>(
-    dir: ComparisonDirection,
-    a: &[T],
-    b: &[T],
-    o: &mut [bool],
-) -> bool {
-    if let ([a], [b], [o]) = (a, b, &mut *o) {
-        *o = match dir {
-            ComparisonDirection::Eq => a == b,
-            ComparisonDirection::Ne => a != b,
-            ComparisonDirection::Lt => a < b,
-            ComparisonDirection::Le => a <= b,
-            ComparisonDirection::Gt => a > b,
-            ComparisonDirection::Ge => a >= b,
-        };
+/// The typed function for `op` on `ty` (a pair [`arith_of`] accepted).
+fn arith_fn(op: Arith, ty: PrimitiveType) -> Option<BinFn> {
+    fn pick<T: Lanes>(op: Arith) -> BinFn {
+        match op {
+            Arith::Add => arith_typed::<T, ADD>,
+            Arith::Sub => arith_typed::<T, SUB>,
+            Arith::Mul => arith_typed::<T, MUL>,
+            Arith::Div => arith_typed::<T, DIV>,
+            Arith::Max => arith_typed::<T, MAX>,
+            Arith::Min => arith_typed::<T, MIN>,
+            Arith::And => arith_typed::<T, AND>,
+            Arith::Or => arith_typed::<T, OR>,
+            Arith::Xor => arith_typed::<T, XOR>,
+        }
+    }
+    Some(match ty {
+        PrimitiveType::F32 => pick::<f32>(op),
+        PrimitiveType::F64 => pick::<f64>(op),
+        PrimitiveType::S32 => pick::<i32>(op),
+        PrimitiveType::S64 => pick::<i64>(op),
+        PrimitiveType::U8 => pick::<u8>(op),
+        PrimitiveType::U32 => pick::<u32>(op),
+        PrimitiveType::U64 => pick::<u64>(op),
+        PrimitiveType::Pred => pick::<bool>(op),
+        _ => return None,
+    })
+}
+
+#[inline(always)]
+fn holds<const DIR: u8, T: PartialOrd>(a: &T, b: &T) -> bool {
+    match DIR {
+        0 => a == b,
+        1 => a != b,
+        2 => a < b,
+        3 => a <= b,
+        4 => a > b,
+        _ => a >= b,
+    }
+}
+
+fn compare_typed<T: Lanes, const DIR: u8>(a: &ArrayData, b: &ArrayData, o: &mut ArrayData) -> bool {
+    let (Some(a), Some(b), ArrayData::Pred(o)) = (T::slice(a), T::slice(b), o) else {
+        return false;
+    };
+    if let ([a], [b], [o]) = (a, b, &mut o[..]) {
+        *o = holds::<DIR, T>(a, b);
         return true;
     }
     if a.len() != o.len() || b.len() != o.len() {
         return false;
     }
-    let pairs = o.iter_mut().zip(a.iter().zip(b));
-    match dir {
-        ComparisonDirection::Eq => pairs.for_each(|(o, (a, b))| *o = a == b),
-        ComparisonDirection::Ne => pairs.for_each(|(o, (a, b))| *o = a != b),
-        ComparisonDirection::Lt => pairs.for_each(|(o, (a, b))| *o = a < b),
-        ComparisonDirection::Le => pairs.for_each(|(o, (a, b))| *o = a <= b),
-        ComparisonDirection::Gt => pairs.for_each(|(o, (a, b))| *o = a > b),
-        ComparisonDirection::Ge => pairs.for_each(|(o, (a, b))| *o = a >= b),
+    for (o, (a, b)) in o.iter_mut().zip(a.iter().zip(b)) {
+        *o = holds::<DIR, T>(a, b);
     }
     true
 }
 
-fn compare(dir: ComparisonDirection, a: &ArrayData, b: &ArrayData, o: &mut ArrayData) -> bool {
-    use ArrayData as D;
-    let D::Pred(o) = o else {
-        return false;
-    };
-    match (a, b) {
-        (D::F32(a), D::F32(b)) => compare_slices(dir, a, b, o),
-        (D::F64(a), D::F64(b)) => compare_slices(dir, a, b, o),
-        (D::S32(a), D::S32(b)) => compare_slices(dir, a, b, o),
-        (D::S64(a), D::S64(b)) => compare_slices(dir, a, b, o),
-        (D::U8(a), D::U8(b)) => compare_slices(dir, a, b, o),
-        (D::U32(a), D::U32(b)) => compare_slices(dir, a, b, o),
-        (D::U64(a), D::U64(b)) => compare_slices(dir, a, b, o),
-        _ => false,
+/// The typed comparison of `ty` operands (under their default comparison type).
+fn compare_fn(dir: ComparisonDirection, ty: PrimitiveType) -> Option<BinFn> {
+    fn pick<T: Lanes>(dir: ComparisonDirection) -> BinFn {
+        match dir {
+            ComparisonDirection::Eq => compare_typed::<T, 0>,
+            ComparisonDirection::Ne => compare_typed::<T, 1>,
+            ComparisonDirection::Lt => compare_typed::<T, 2>,
+            ComparisonDirection::Le => compare_typed::<T, 3>,
+            ComparisonDirection::Gt => compare_typed::<T, 4>,
+            ComparisonDirection::Ge => compare_typed::<T, 5>,
+        }
     }
+    Some(match ty {
+        PrimitiveType::F32 => pick::<f32>(dir),
+        PrimitiveType::F64 => pick::<f64>(dir),
+        PrimitiveType::S32 => pick::<i32>(dir),
+        PrimitiveType::S64 => pick::<i64>(dir),
+        PrimitiveType::U8 => pick::<u8>(dir),
+        PrimitiveType::U32 => pick::<u32>(dir),
+        PrimitiveType::U64 => pick::<u64>(dir),
+        _ => return None,
+    })
 }
