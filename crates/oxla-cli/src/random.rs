@@ -25,25 +25,24 @@ impl SplitMix {
 fn random_array(shape: &ArrayShape, rng: &mut SplitMix) -> anyhow::Result<ArrayLiteral> {
     let ty = shape.element_type();
     let n = shape.element_count()?;
-    let scalars: Vec<Scalar> = (0..n)
-        .map(|_| {
-            if ty.is_pred() {
-                Scalar::Pred(rng.next() & 1 == 1)
-            } else if ty.is_signed_int() {
-                Scalar::Int((rng.next() % 16) as i128 - 8)
-            } else if ty.is_unsigned_int() {
-                Scalar::Int((rng.next() % 16) as i128)
-            } else if ty.is_complex() {
-                Scalar::Complex(rng.unit() * 2.0 - 1.0, rng.unit() * 2.0 - 1.0)
-            } else {
-                Scalar::Float(rng.unit() * 2.0 - 1.0)
-            }
-        })
-        .collect();
-    Ok(ArrayLiteral::new(
-        shape.clone(),
-        ArrayData::from_scalars(ty, &scalars),
-    )?)
+    // Written element by element into typed storage (a list of `Scalar`s
+    // first would take eight times the array's memory for f32).
+    let mut data = ArrayData::zeros(ty, n);
+    for i in 0..n {
+        let value = if ty.is_pred() {
+            Scalar::Pred(rng.next() & 1 == 1)
+        } else if ty.is_signed_int() {
+            Scalar::Int((rng.next() % 16) as i128 - 8)
+        } else if ty.is_unsigned_int() {
+            Scalar::Int((rng.next() % 16) as i128)
+        } else if ty.is_complex() {
+            Scalar::Complex(rng.unit() * 2.0 - 1.0, rng.unit() * 2.0 - 1.0)
+        } else {
+            Scalar::Float(rng.unit() * 2.0 - 1.0)
+        };
+        data.set_scalar(i, value);
+    }
+    Ok(ArrayLiteral::new(shape.clone(), data)?)
 }
 
 /// One random value per parameter shape (tuples filled leaf by leaf).
