@@ -29,11 +29,10 @@ fn pow2(n: f32) -> f32 {
     f32::from_bits((t.to_bits() & 0x1ff) << 23)
 }
 
-/// e^x (Cephes' expf: range reduction by ln 2, degree-5 polynomial).
+/// The range reduction and polynomial of `exp`: with `x = n ln 2 + r`,
+/// returns `(e^r, n)`.
 #[inline(always)]
-pub(crate) fn exp<const FMA: bool>(x: f32) -> f32 {
-    // Comparisons (not min/max) so that NaN passes through.
-    let x = x.clamp(-104.0, 88.8);
+fn exp_parts<const FMA: bool>(x: f32) -> (f32, f32) {
     let n = (x * std::f32::consts::LOG2_E).round_ties_even();
     let r = madd::<FMA>(n, -0.693_359_375, x);
     let r = madd::<FMA>(n, 2.121_944_4e-4, r);
@@ -44,7 +43,14 @@ pub(crate) fn exp<const FMA: bool>(x: f32) -> f32 {
     p = madd::<FMA>(p, r, 4.166_579_6e-2);
     p = madd::<FMA>(p, r, 1.666_666_5e-1);
     p = madd::<FMA>(p, r, 5.000_000_1e-1);
-    let y = madd::<FMA>(p, r2, r) + 1.0;
+    (madd::<FMA>(p, r2, r) + 1.0, n)
+}
+
+/// e^x (Cephes' expf: range reduction by ln 2, degree-5 polynomial).
+#[inline(always)]
+pub(crate) fn exp<const FMA: bool>(x: f32) -> f32 {
+    // Comparisons (not min/max) so that NaN passes through.
+    let (y, n) = exp_parts::<FMA>(x.clamp(-104.0, 88.8));
     // Split the scale so 2^n stays representable for n down to -149.
     let half = (n * 0.5).floor();
     y * pow2(half) * pow2(n - half)
@@ -55,17 +61,7 @@ pub(crate) fn exp<const FMA: bool>(x: f32) -> f32 {
 /// by a power of two is exact while the result stays normal).
 #[inline(always)]
 pub(crate) fn exp_normal<const FMA: bool>(x: f32) -> f32 {
-    let n = (x * std::f32::consts::LOG2_E).round_ties_even();
-    let r = madd::<FMA>(n, -0.693_359_375, x);
-    let r = madd::<FMA>(n, 2.121_944_4e-4, r);
-    let r2 = r * r;
-    let mut p = 1.987_569_2e-4f32;
-    p = madd::<FMA>(p, r, 1.398_199_9e-3);
-    p = madd::<FMA>(p, r, 8.333_452e-3);
-    p = madd::<FMA>(p, r, 4.166_579_6e-2);
-    p = madd::<FMA>(p, r, 1.666_666_5e-1);
-    p = madd::<FMA>(p, r, 5.000_000_1e-1);
-    let y = madd::<FMA>(p, r2, r) + 1.0;
+    let (y, n) = exp_parts::<FMA>(x);
     // n + 127 in [1, 254]: the exponent field of 2^n.
     let t = n + (127.0 + 12_582_912.0);
     y * f32::from_bits((t.to_bits() & 0x1ff) << 23)
