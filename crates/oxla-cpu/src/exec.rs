@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use oxla_hlo::{HloModule, Literal};
+use oxla_hlo::{ComputationId, HloModule, InstrId, Literal};
 use oxla_interp::{EvalError, EvalOptions, MAX_CALL_DEPTH, Session};
 
 use crate::buffer::Pool;
@@ -55,8 +55,13 @@ impl<'a> Exec<'a> {
     }
 
     fn locate(&self, program: &Program, step: usize, message: String) -> CpuError {
-        let comp = self.module.computation(program.computation);
-        let instr = comp.instruction(program.steps[step].instr);
+        self.instruction_error(program.computation, program.steps[step].instr, message)
+    }
+
+    /// The interpreter's error for instruction `instr` of computation `comp`.
+    fn instruction_error(&self, comp: ComputationId, instr: InstrId, message: String) -> CpuError {
+        let comp = self.module.computation(comp);
+        let instr = comp.instruction(instr);
         CpuError::Eval(EvalError::Instruction {
             computation: comp.name.clone(),
             instruction: instr.name.clone(),
@@ -307,16 +312,7 @@ impl<'a> Exec<'a> {
                     computation,
                     instr,
                     message,
-                } => {
-                    let comp = self.module.computation(computation);
-                    let instr = comp.instruction(instr);
-                    CpuError::Eval(EvalError::Instruction {
-                        computation: comp.name.clone(),
-                        instruction: instr.name.clone(),
-                        opcode: instr.opcode,
-                        message,
-                    })
-                }
+                } => self.instruction_error(computation, instr, message),
                 LoopError::State(m) => self.locate(program, s, m),
             })
     }

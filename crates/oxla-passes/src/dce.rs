@@ -54,6 +54,8 @@ fn remove_dead_instructions(comp: &mut HloComputation, effects: &Effects) -> boo
             next += 1;
         }
     }
+    // Liveness was propagated from each live instruction to its operands
+    // above, so every id this maps (the root, operands of live ones) is set.
     let map = |id: InstrId| new_id[id.index()].expect("operands of live instructions are live");
     let root = map(comp.root());
     let instrs = comp.instructions_mut();

@@ -43,6 +43,8 @@ pub fn read_npy(path: &Path, ty: PrimitiveType) -> Result<ArrayLiteral, String> 
             n * size
         ));
     }
+    // `chunks_exact(size)` gives slices of exactly `size` bytes, so the
+    // array conversions below cannot fail.
     let chunks = raw[..n * size].chunks_exact(size);
     macro_rules! le {
         ($t:ty) => {

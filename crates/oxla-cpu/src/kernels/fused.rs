@@ -531,16 +531,12 @@ impl FusedLoop {
     ) -> Result<Vec<Source<'a, T>>, String> {
         self.resolve_with(|input, ty| {
             let a = inputs.get(input).ok_or("missing kernel input")?;
-            if ty == PrimitiveType::Pred {
-                match a.data() {
-                    ArrayData::Pred(p) => Ok(Input::Pred(p)),
-                    _ => Err("a pred leaf is not pred data".into()),
-                }
-            } else {
-                T::slice(a.data())
-                    .map(Input::Data)
-                    .ok_or_else(|| format!("input {input} has element type {}", a.element_type()))
-            }
+            input_data(a, ty).ok_or_else(|| {
+                format!(
+                    "input {input} has element type {}, not {ty}",
+                    a.element_type()
+                )
+            })
         })
     }
 
@@ -658,13 +654,22 @@ impl FusedLoop {
     }
 }
 
-/// What a leaf reads.
 /// The data of one kernel input.
 pub(crate) enum Input<'a, T> {
     Data(&'a [T]),
     Pred(&'a [bool]),
 }
 
+/// `a`'s data as a leaf of type `ty` reads it (the loop's type, or pred).
+pub(crate) fn input_data<T: Float>(a: &ArrayLiteral, ty: PrimitiveType) -> Option<Input<'_, T>> {
+    match a.data() {
+        ArrayData::Pred(p) if ty == PrimitiveType::Pred => Some(Input::Pred(p)),
+        _ if ty == PrimitiveType::Pred => None,
+        data => T::slice(data).map(Input::Data),
+    }
+}
+
+/// What a leaf reads.
 pub(crate) enum Source<'a, T> {
     Data(&'a [T], usize),
     Pred(&'a [bool], usize),

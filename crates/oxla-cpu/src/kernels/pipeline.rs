@@ -12,7 +12,7 @@
 //! reduce dimensions after those, and a stage reads an earlier stage's
 //! output only within the same row.
 
-use oxla_hlo::{ArrayData, ArrayLiteral, ArrayShape, PrimitiveType};
+use oxla_hlo::{ArrayLiteral, ArrayShape, PrimitiveType};
 use rayon::prelude::*;
 
 use super::Kernel;
@@ -389,12 +389,8 @@ impl RowPipeline {
                     Some(From::Stage(t)) => Ok(Input::Data(&*done[*t])),
                     Some(From::External(j)) => {
                         let a = inputs.get(*j).ok_or("missing pipeline input")?;
-                        match a.data() {
-                            ArrayData::Pred(p) if ty == PrimitiveType::Pred => Ok(Input::Pred(p)),
-                            data => T::slice(data)
-                                .map(Input::Data)
-                                .ok_or_else(|| "a pipeline input of the wrong type".into()),
-                        }
+                        fused::input_data(a, ty)
+                            .ok_or_else(|| "a pipeline input of the wrong type".into())
                     }
                     None => Err("missing kernel input".into()),
                 })?;
