@@ -12,7 +12,6 @@
 
 use std::sync::Mutex;
 
-use oxla_hlo::ir::{ComparisonDirection, ComparisonType};
 use oxla_hlo::{
     ArrayData, ArrayShape, ComputationId, HloComputation, HloInstruction, HloModule, InstrId,
     NativeType, Opcode, PrimitiveType, Scalar, with_array_data,
@@ -20,7 +19,7 @@ use oxla_hlo::{
 use oxla_interp::{ElementwiseFunction, ElementwiseScratch};
 
 use crate::kernels::elementwise::scalar_function;
-use crate::kernels::minmax;
+use crate::kernels::typed::{self, BinFn};
 use crate::kernels::view::View;
 use crate::value::Value;
 
@@ -29,20 +28,6 @@ use crate::value::Value;
 pub(crate) const MAX_ELEMENTS: usize = 4096;
 
 type Reg = usize;
-
-/// Arithmetic with a typed loop (the result type is the operands').
-#[derive(Clone, Copy, Debug)]
-enum Arith {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Max,
-    Min,
-    And,
-    Or,
-    Xor,
-}
 
 enum Op {
     /// Typed arithmetic or a comparison (under the operands' default
@@ -214,65 +199,6 @@ enum Slot {
 
 /// How deeply calls are compiled inline.
 const MAX_INLINE_DEPTH: usize = 16;
-
-fn float_type(t: PrimitiveType) -> bool {
-    matches!(t, PrimitiveType::F32 | PrimitiveType::F64)
-}
-
-fn int_type(t: PrimitiveType) -> bool {
-    matches!(
-        t,
-        PrimitiveType::S32
-            | PrimitiveType::S64
-            | PrimitiveType::U8
-            | PrimitiveType::U32
-            | PrimitiveType::U64
-    )
-}
-
-fn arith_of(op: Opcode, ty: PrimitiveType) -> Option<Arith> {
-    let a = match op {
-        Opcode::Add => Arith::Add,
-        Opcode::Subtract => Arith::Sub,
-        Opcode::Multiply => Arith::Mul,
-        Opcode::Divide => Arith::Div,
-        Opcode::Maximum => Arith::Max,
-        Opcode::Minimum => Arith::Min,
-        Opcode::And => Arith::And,
-        Opcode::Or => Arith::Or,
-        Opcode::Xor => Arith::Xor,
-        _ => return None,
-    };
-    let ok = if float_type(ty) {
-        matches!(
-            a,
-            Arith::Add | Arith::Sub | Arith::Mul | Arith::Div | Arith::Max | Arith::Min
-        )
-    } else if int_type(ty) {
-        // Integer division has XLA's rules for zero and overflow: not here.
-        !matches!(a, Arith::Div)
-    } else {
-        ty == PrimitiveType::Pred && matches!(a, Arith::And | Arith::Or | Arith::Xor)
-    };
-    ok.then_some(a)
-}
-
-/// Whether a comparison of `ty` operands under `ct` is the typed loop's.
-fn plain_comparison(ty: PrimitiveType, ct: Option<ComparisonType>) -> bool {
-    if float_type(ty) {
-        matches!(ct, None | Some(ComparisonType::Float))
-    } else if int_type(ty) {
-        let signed = matches!(ty, PrimitiveType::S32 | PrimitiveType::S64);
-        match ct {
-            None => true,
-            Some(ComparisonType::Signed) => signed,
-            Some(ComparisonType::Unsigned) => !signed,
-            _ => false,
-        }
-    } else {
-        false
-    }
-}
 
 impl Compiler {
     fn new_reg(&mut self, shape: &ArrayShape) -> Option<Reg> {
@@ -604,15 +530,8 @@ impl Compiler {
                     }
                 }
                 let same = |j: usize| self.regs[regs[j]].len() == n;
-                let operand_type = operand(0)?.element_type();
                 let binary = regs.len() == 2 && same(0) && same(1);
-                let arith = arith_of(instr.opcode, ty).filter(|_| binary && operand_type == ty);
-                let compare = (instr.opcode == Opcode::Compare
-                    && binary
-                    && plain_comparison(operand_type, instr.attrs.comparison_type))
-                .then(|| compare_fn(instr.attrs.comparison_direction?, operand_type))
-                .flatten();
-                let typed = compare.or_else(|| arith.and_then(|op| arith_fn(op, ty)));
+                let typed = typed::binary_fn(instr, comp).filter(|_| binary);
                 let op = if let Some(f) = typed {
                     Op::Binary {
                         f,
@@ -852,7 +771,7 @@ fn apply(
     let get = |i: Reg| r.get(i).ok_or("an operand after its result");
     Ok(match op {
         Op::Binary { f, a, b, .. } => f(get(*a)?, get(*b)?, o),
-        Op::Select { p, a, b, .. } => select(get(*p)?, get(*a)?, get(*b)?, o),
+        Op::Select { p, a, b, .. } => typed::select(get(*p)?, get(*a)?, get(*b)?, o),
         Op::Gather { src, index, .. } => gather(get(*src)?, index, o),
         Op::While(_) | Op::Conditional(_) => false,
         Op::Function { f, args, .. } => {
@@ -912,207 +831,4 @@ fn gather(src: &ArrayData, index: &[u32], out: &mut ArrayData) -> bool {
         }
     }
     with_array_data!(out, o => go(o, src, index))
-}
-
-fn select(p: &ArrayData, a: &ArrayData, b: &ArrayData, out: &mut ArrayData) -> bool {
-    fn go<T: NativeType>(o: &mut [T], p: &[bool], a: &ArrayData, b: &ArrayData) -> bool {
-        let (Some(a), Some(b)) = (T::slice(a), T::slice(b)) else {
-            return false;
-        };
-        if a.len() != o.len() || b.len() != o.len() {
-            return false;
-        }
-        if let [p] = p {
-            o.copy_from_slice(if *p { a } else { b });
-        } else if p.len() == o.len() {
-            for (((o, &p), &a), &b) in o.iter_mut().zip(p).zip(a).zip(b) {
-                *o = if p { a } else { b };
-            }
-        } else {
-            return false;
-        }
-        true
-    }
-    let ArrayData::Pred(p) = p else {
-        return false;
-    };
-    with_array_data!(out, o => go(o, p, a, b))
-}
-
-#[inline(always)]
-fn zip<T: Copy>(a: &[T], b: &[T], o: &mut [T], f: impl Fn(T, T) -> T) -> bool {
-    // Scalars (counters, flags) are most of a loop's work: no loop for them.
-    if let ([a], [b], [o]) = (a, b, &mut *o) {
-        *o = f(*a, *b);
-        return true;
-    }
-    if a.len() != o.len() || b.len() != o.len() {
-        return false;
-    }
-    for ((o, &a), &b) in o.iter_mut().zip(a).zip(b) {
-        *o = f(a, b);
-    }
-    true
-}
-
-/// A typed element-wise operation on registers, chosen when compiling so
-/// that running it is one call: the operands' and result's storage, then
-/// the loop.
-type BinFn = fn(&ArrayData, &ArrayData, &mut ArrayData) -> bool;
-
-const ADD: u8 = 0;
-const SUB: u8 = 1;
-const MUL: u8 = 2;
-const DIV: u8 = 3;
-const MAX: u8 = 4;
-const MIN: u8 = 5;
-const AND: u8 = 6;
-const OR: u8 = 7;
-const XOR: u8 = 8;
-
-/// Arithmetic of one element type; `OP` is one of the constants above that
-/// [`arith_of`] allows for the type (others are never instantiated for it).
-trait Lanes: NativeType + PartialOrd {
-    fn arith<const OP: u8>(a: Self, b: Self) -> Self;
-}
-
-macro_rules! int_lanes {
-    ($($t:ty),*) => {$(
-        impl Lanes for $t {
-            #[inline(always)]
-            fn arith<const OP: u8>(a: $t, b: $t) -> $t {
-                match OP {
-                    ADD => a.wrapping_add(b),
-                    SUB => a.wrapping_sub(b),
-                    MUL => a.wrapping_mul(b),
-                    MAX => a.max(b),
-                    MIN => a.min(b),
-                    AND => a & b,
-                    OR => a | b,
-                    _ => a ^ b,
-                }
-            }
-        }
-    )*};
-}
-
-int_lanes!(i32, i64, u8, u32, u64);
-
-macro_rules! float_lanes {
-    ($($t:ty),*) => {$(
-        impl Lanes for $t {
-            #[inline(always)]
-            fn arith<const OP: u8>(a: $t, b: $t) -> $t {
-                match OP {
-                    ADD => a + b,
-                    SUB => a - b,
-                    MUL => a * b,
-                    DIV => a / b,
-                    MAX => minmax::max(a, b),
-                    _ => minmax::min(a, b),
-                }
-            }
-        }
-    )*};
-}
-
-float_lanes!(f32, f64);
-
-impl Lanes for bool {
-    #[inline(always)]
-    fn arith<const OP: u8>(a: bool, b: bool) -> bool {
-        match OP {
-            AND => a & b,
-            OR => a | b,
-            _ => a ^ b,
-        }
-    }
-}
-
-fn arith_typed<T: Lanes, const OP: u8>(a: &ArrayData, b: &ArrayData, o: &mut ArrayData) -> bool {
-    match (T::slice(a), T::slice(b), T::slice_mut(o)) {
-        (Some(a), Some(b), Some(o)) => zip(a, b, o, T::arith::<OP>),
-        _ => false,
-    }
-}
-
-/// The typed function for `op` on `ty` (a pair [`arith_of`] accepted).
-fn arith_fn(op: Arith, ty: PrimitiveType) -> Option<BinFn> {
-    fn pick<T: Lanes>(op: Arith) -> BinFn {
-        match op {
-            Arith::Add => arith_typed::<T, ADD>,
-            Arith::Sub => arith_typed::<T, SUB>,
-            Arith::Mul => arith_typed::<T, MUL>,
-            Arith::Div => arith_typed::<T, DIV>,
-            Arith::Max => arith_typed::<T, MAX>,
-            Arith::Min => arith_typed::<T, MIN>,
-            Arith::And => arith_typed::<T, AND>,
-            Arith::Or => arith_typed::<T, OR>,
-            Arith::Xor => arith_typed::<T, XOR>,
-        }
-    }
-    Some(match ty {
-        PrimitiveType::F32 => pick::<f32>(op),
-        PrimitiveType::F64 => pick::<f64>(op),
-        PrimitiveType::S32 => pick::<i32>(op),
-        PrimitiveType::S64 => pick::<i64>(op),
-        PrimitiveType::U8 => pick::<u8>(op),
-        PrimitiveType::U32 => pick::<u32>(op),
-        PrimitiveType::U64 => pick::<u64>(op),
-        PrimitiveType::Pred => pick::<bool>(op),
-        _ => return None,
-    })
-}
-
-#[inline(always)]
-fn holds<const DIR: u8, T: PartialOrd>(a: &T, b: &T) -> bool {
-    match DIR {
-        0 => a == b,
-        1 => a != b,
-        2 => a < b,
-        3 => a <= b,
-        4 => a > b,
-        _ => a >= b,
-    }
-}
-
-fn compare_typed<T: Lanes, const DIR: u8>(a: &ArrayData, b: &ArrayData, o: &mut ArrayData) -> bool {
-    let (Some(a), Some(b), ArrayData::Pred(o)) = (T::slice(a), T::slice(b), o) else {
-        return false;
-    };
-    if let ([a], [b], [o]) = (a, b, &mut o[..]) {
-        *o = holds::<DIR, T>(a, b);
-        return true;
-    }
-    if a.len() != o.len() || b.len() != o.len() {
-        return false;
-    }
-    for (o, (a, b)) in o.iter_mut().zip(a.iter().zip(b)) {
-        *o = holds::<DIR, T>(a, b);
-    }
-    true
-}
-
-/// The typed comparison of `ty` operands (under their default comparison type).
-fn compare_fn(dir: ComparisonDirection, ty: PrimitiveType) -> Option<BinFn> {
-    fn pick<T: Lanes>(dir: ComparisonDirection) -> BinFn {
-        match dir {
-            ComparisonDirection::Eq => compare_typed::<T, 0>,
-            ComparisonDirection::Ne => compare_typed::<T, 1>,
-            ComparisonDirection::Lt => compare_typed::<T, 2>,
-            ComparisonDirection::Le => compare_typed::<T, 3>,
-            ComparisonDirection::Gt => compare_typed::<T, 4>,
-            ComparisonDirection::Ge => compare_typed::<T, 5>,
-        }
-    }
-    Some(match ty {
-        PrimitiveType::F32 => pick::<f32>(dir),
-        PrimitiveType::F64 => pick::<f64>(dir),
-        PrimitiveType::S32 => pick::<i32>(dir),
-        PrimitiveType::S64 => pick::<i64>(dir),
-        PrimitiveType::U8 => pick::<u8>(dir),
-        PrimitiveType::U32 => pick::<u32>(dir),
-        PrimitiveType::U64 => pick::<u64>(dir),
-        _ => return None,
-    })
 }

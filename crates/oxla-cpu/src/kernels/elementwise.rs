@@ -1,20 +1,31 @@
 //! Element-wise operations the vector loops do not cover (integers, f16,
-//! bf16, complex, conversions between types), applied element by element
-//! with the interpreter's own scalar semantics, so results agree bit for
-//! bit. This is much cheaper than a round trip through the interpreter
-//! for the small values of loop counters and predicates.
+//! bf16, complex, conversions between types). Common integer and predicate
+//! arithmetic, comparisons and selects run as typed loops (`typed`); the
+//! rest element by element with the interpreter's own scalar semantics.
+//! Either way results agree with the interpreter bit for bit.
 
 use oxla_hlo::ir::{OpFamily, Opcode};
-use oxla_hlo::{ArrayLiteral, ArrayShape, HloComputation, HloInstruction, InstrId, Shape};
+use oxla_hlo::{
+    ArrayLiteral, ArrayShape, HloComputation, HloInstruction, InstrId, NativeType, Shape,
+    with_native_type,
+};
 use oxla_interp::ElementwiseFunction;
 
 use super::Kernel;
+use super::typed::{self, BinFn};
 use crate::buffer::Pool;
 use crate::value::Value;
 
 pub(crate) struct ElementwiseKernel {
     function: ElementwiseFunction,
     shape: ArrayShape,
+    typed: Option<Typed>,
+}
+
+/// A typed loop over operands of the result's shape.
+enum Typed {
+    Binary(BinFn),
+    Select,
 }
 
 fn elementwise(op: Opcode) -> bool {
@@ -31,9 +42,22 @@ fn elementwise(op: Opcode) -> bool {
 
 /// The kernel for `instr` when it is element-wise over arrays.
 pub(crate) fn plan(instr: &HloInstruction, comp: &HloComputation) -> Option<ElementwiseKernel> {
+    let shape = instr.shape.as_array()?;
+    let same = instr
+        .operands
+        .iter()
+        .all(|o| comp.instruction(*o).shape.as_array().map(|a| a.dims()) == Some(shape.dims()));
+    let typed = if !same {
+        None
+    } else if instr.opcode == Opcode::Select {
+        Some(Typed::Select)
+    } else {
+        typed::binary_fn(instr, comp).map(Typed::Binary)
+    };
     Some(ElementwiseKernel {
         function: scalar_function(instr, comp)?,
-        shape: instr.shape.as_array()?.clone(),
+        shape: shape.clone(),
+        typed,
     })
 }
 
@@ -71,10 +95,29 @@ pub(crate) fn scalar_function(
 
 impl Kernel for ElementwiseKernel {
     fn name(&self) -> &'static str {
-        "element-wise (scalar)"
+        match self.typed {
+            Some(_) => "element-wise (typed)",
+            None => "element-wise (scalar)",
+        }
     }
 
-    fn run<'a>(&self, inputs: &mut [Value<'a>], _pool: &Pool) -> Result<Value<'a>, String> {
+    fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
+        if let Some(typed) = &self.typed {
+            let n = self.shape.element_count().map_err(|e| e.to_string())?;
+            let mut out =
+                with_native_type!(self.shape.element_type(), T => T::wrap(pool.take::<T>(n)));
+            let data = |k: usize| inputs.get(k).and_then(Value::array).map(ArrayLiteral::data);
+            let done = match (typed, data(0), data(1), data(2)) {
+                (Typed::Binary(f), Some(a), Some(b), None) => f(a, b, &mut out),
+                (Typed::Select, Some(p), Some(a), Some(b)) => typed::select(p, a, b, &mut out),
+                _ => false,
+            };
+            if !done {
+                return Err("operands of unexpected types or shapes".into());
+            }
+            let out = ArrayLiteral::new(self.shape.clone(), out).map_err(|e| e.to_string())?;
+            return Ok(Value::owned(out));
+        }
         let arrays: Vec<&ArrayLiteral> = inputs
             .iter()
             .map(|v| v.array().ok_or("an element-wise operation reads arrays"))

@@ -6,6 +6,7 @@ pub(crate) mod copy;
 pub(crate) mod dot;
 pub(crate) mod elementwise;
 pub(crate) mod fused;
+pub(crate) mod gather;
 pub(crate) mod iota;
 pub(crate) mod math;
 pub(crate) mod minmax;
@@ -14,6 +15,7 @@ pub(crate) mod pipeline;
 pub(crate) mod reduce;
 pub(crate) mod slices;
 pub(crate) mod sort;
+pub(crate) mod typed;
 pub(crate) mod view;
 pub(crate) mod window;
 
@@ -57,6 +59,10 @@ pub(crate) fn select(
         }
         Opcode::BitcastConvert => {
             slices::plan_bitcast_convert(instr).map(|k| Box::new(k) as Box<dyn Kernel>)
+        }
+        Opcode::Gather => gather::plan_gather(comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>),
+        Opcode::Scatter => {
+            gather::plan_scatter(module, comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>)
         }
         Opcode::Iota => iota::plan(instr).map(|k| Box::new(k) as Box<dyn Kernel>),
         Opcode::Pad => pad::plan(comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>),
