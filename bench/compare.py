@@ -206,6 +206,22 @@ def while_loop(acc0, v):
     return lax.while_loop(lambda s: s[0] < 1000, lambda s: (s[0] + 1, s[1] + v), (jnp.int32(0), acc0))
 
 
+@workload("gather_rows",
+          lambda r: [normal(r, (50000, 256)), r.integers(0, 50000, (16384,), dtype=np.int32)],
+          **EXACT, hlo_ops=("gather",),
+          note="embedding lookup: 16384 rows of f32[50000,256] at random s32 indices")
+def gather_rows(table, idx):
+    return table[idx]
+
+
+@workload("scatter_add_rows",
+          lambda r: [normal(r, (16384, 256)), r.integers(0, 4096, (16384,), dtype=np.int32)],
+          **REDUCTION, hlo_ops=("scatter",),
+          note="segment sum: 16384 rows of f32[16384,256] added into f32[4096,256] at random s32 indices")
+def scatter_add_rows(rows, idx):
+    return jnp.zeros((4096, 256), F32).at[idx].add(rows)
+
+
 @workload("transpose", lambda r: [normal(r, (4096, 4096))], **EXACT, hlo_ops=("transpose",),
           note="f32[4096,4096] transposed (the result has the default layout, so it is a real copy)")
 def transpose(x):

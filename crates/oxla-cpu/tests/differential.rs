@@ -23,6 +23,17 @@ fn random(shape: &Shape, seed: &mut u64) -> Literal {
         PrimitiveType::F64 => ArrayData::F64((0..n).map(|_| next() * 4.0 - 2.0).collect()),
         PrimitiveType::Pred => ArrayData::Pred((0..n).map(|_| next() < 0.5).collect()),
         PrimitiveType::S32 => ArrayData::S32((0..n).map(|_| (next() * 16.0) as i32 - 8).collect()),
+        PrimitiveType::S64 => ArrayData::S64((0..n).map(|_| (next() * 16.0) as i64 - 8).collect()),
+        PrimitiveType::U8 => ArrayData::U8((0..n).map(|_| (next() * 16.0) as u8).collect()),
+        // Small values, and now and then one past i64's range.
+        PrimitiveType::U64 => ArrayData::U64(
+            (0..n)
+                .map(|_| match next() {
+                    r if r < 0.1 => u64::MAX - (r * 1000.0) as u64,
+                    r => (r * 16.0) as u64,
+                })
+                .collect(),
+        ),
         other => panic!("no random {other}"),
     };
     Literal::Array(ArrayLiteral::new(a.clone(), data).unwrap())
@@ -629,4 +640,111 @@ fn outputs_large_enough_to_stream_past_the_cache() {
         .replace("700,513", "2100,1001")
         .replace("f32[700]", "f32[2100]");
     assert!(check_exe(&big_softmax, 1e-5).contains("row pipeline"));
+}
+
+/// Runs `text` on both backends and checks `kernel` ran natively.
+fn check_kernel(text: &str, kernel: &str) {
+    let listing = check_exe(text, 0.0);
+    assert!(listing.contains(kernel), "no native {kernel}:\n{listing}");
+}
+
+#[test]
+fn gathers_in_every_layout_and_index_type() {
+    // An embedding lookup, large enough to split across threads; indices
+    // in [-8, 8) clamp to the first row when negative.
+    check_kernel(
+        "HloModule t\nENTRY e {\n  x = f32[1000,64] parameter(0)\n  i = s32[4096,1] parameter(1)\n  ROOT g = f32[4096,64] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,64}\n}\n",
+        "gather",
+    );
+    // Window dimensions before and after the batch dimensions of the
+    // result, a two-component index vector, starts clamped at both ends.
+    check_kernel(
+        "HloModule t\nENTRY e {\n  x = f64[10,12,5] parameter(0)\n  i = s32[3,4,2] parameter(1)\n  ROOT g = f64[12,3,4,3] gather(x, i), offset_dims={0,3}, collapsed_slice_dims={0}, start_index_map={0,2}, index_vector_dim=2, slice_sizes={1,12,3}\n}\n",
+        "gather",
+    );
+    // Batching dimensions; the index vector dimension in the middle.
+    check_kernel(
+        "HloModule t\nENTRY e {\n  x = f32[4,6,5] parameter(0)\n  i = s32[1,4,3] parameter(1)\n  ROOT g = f32[4,3,5] gather(x, i), offset_dims={2}, collapsed_slice_dims={1}, start_index_map={1}, operand_batching_dims={0}, start_indices_batching_dims={1}, index_vector_dim=0, slice_sizes={1,1,5}\n}\n",
+        "gather",
+    );
+    // Scalar indices (the vector dimension implicit), s64 and u8 indices,
+    // integer and pred operands.
+    check_kernel(
+        "HloModule t\nENTRY e {\n  x = s32[20] parameter(0)\n  i = s64[7,3] parameter(1)\n  ROOT g = s32[7,3] gather(x, i), offset_dims={}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2, slice_sizes={1}\n}\n",
+        "gather",
+    );
+    check_kernel(
+        "HloModule t\nENTRY e {\n  x = pred[9,4] parameter(0)\n  i = u8[6] parameter(1)\n  ROOT g = pred[6,2] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,2}\n}\n",
+        "gather",
+    );
+    // u64 indices past i64's range clamp to the last start.
+    check_kernel(
+        "HloModule t\nENTRY e {\n  x = f32[30,3] parameter(0)\n  i = u64[50,1] parameter(1)\n  ROOT g = f32[50,2,3] gather(x, i), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=1, slice_sizes={2,3}\n}\n",
+        "gather",
+    );
+}
+
+#[test]
+fn scatters_in_every_layout_and_combiner() {
+    let add = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n";
+    // Sums with many repeated rows (float order matters: row-major order
+    // of the updates), windows at negative starts skipped; enough to split
+    // the operand between threads mid-row.
+    check_kernel(
+        &format!(
+            "HloModule t\n{add}ENTRY e {{\n  x = f32[999,70] parameter(0)\n  i = s32[4096,1] parameter(1)\n  u = f32[4096,70] parameter(2)\n  ROOT s = f32[999,70] scatter(x, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=add\n}}\n"
+        ),
+        "scatter",
+    );
+    // Assignment with repeated indices, the window dimension first in the
+    // updates, windows of 3 that overrun the end skipped.
+    check_kernel(
+        "HloModule t\nset {\n  a = s32[] parameter(0)\n  ROOT b = s32[] parameter(1)\n}\nENTRY e {\n  x = s32[8,9] parameter(0)\n  i = s32[6] parameter(1)\n  u = s32[3,6] parameter(2)\n  ROOT s = s32[8,9] scatter(x, i, u), update_window_dims={0}, inserted_window_dims={1}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=set\n}\n",
+        "scatter",
+    );
+    // The same, large, with the scatter dimension last: split between
+    // threads element by element.
+    check_kernel(
+        &format!(
+            "HloModule t\n{add}ENTRY e {{\n  x = f32[8,20000] parameter(0)\n  i = s32[50000] parameter(1)\n  u = f32[3,50000] parameter(2)\n  ROOT s = f32[8,20000] scatter(x, i, u), update_window_dims={{0}}, inserted_window_dims={{1}}, scatter_dims_to_operand_dims={{1}}, index_vector_dim=1, to_apply=add\n}}\n"
+        ),
+        "scatter",
+    );
+    // Maximum and a multiply with its parameters swapped, f64, two-component
+    // indices.
+    for op in ["maximum(a, b)", "minimum(a, b)", "multiply(b, a)"] {
+        check_kernel(
+            &format!(
+                "HloModule t\nf {{\n  a = f64[] parameter(0)\n  b = f64[] parameter(1)\n  ROOT r = f64[] {op}\n}}\nENTRY e {{\n  x = f64[9,10,4] parameter(0)\n  i = s64[5,2,2] parameter(1)\n  u = f64[5,2,4] parameter(2)\n  ROOT s = f64[9,10,4] scatter(x, i, u), update_window_dims={{2}}, inserted_window_dims={{0,1}}, scatter_dims_to_operand_dims={{1,0}}, index_vector_dim=2, to_apply=f\n}}\n"
+            ),
+            "scatter",
+        );
+    }
+    // Batching dimensions, scalar updates, pred assignment.
+    check_kernel(
+        "HloModule t\nset {\n  a = pred[] parameter(0)\n  ROOT b = pred[] parameter(1)\n}\nENTRY e {\n  x = pred[4,8] parameter(0)\n  i = u8[4,3,1] parameter(1)\n  u = pred[4,3] parameter(2)\n  ROOT s = pred[4,8] scatter(x, i, u), update_window_dims={}, inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, input_batching_dims={0}, scatter_indices_batching_dims={0}, index_vector_dim=2, to_apply=set\n}\n",
+        "scatter",
+    );
+    // One scalar update at a scalar index; u64 indices past i64's range.
+    check_kernel(
+        &format!(
+            "HloModule t\n{add}ENTRY e {{\n  x = f32[10] parameter(0)\n  i = s32[] parameter(1)\n  u = f32[] parameter(2)\n  ROOT s = f32[10] scatter(x, i, u), update_window_dims={{}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=0, to_apply=add\n}}\n"
+        ),
+        "scatter",
+    );
+    check_kernel(
+        "HloModule t\nadd {\n  a = u64[] parameter(0)\n  b = u64[] parameter(1)\n  ROOT s = u64[] add(a, b)\n}\nENTRY e {\n  x = u64[12,2] parameter(0)\n  i = u64[40,1] parameter(1)\n  u = u64[40,2] parameter(2)\n  ROOT s = u64[12,2] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n",
+        "scatter",
+    );
+}
+
+#[test]
+fn integer_arithmetic_comparisons_and_selects_as_typed_loops() {
+    // Products that overflow s32 wrap; unsigned comparisons of values past
+    // i64's range; predicates combined with and/or/xor.
+    let listing = check_exe(
+        "HloModule t\nENTRY e {\n  a = s32[300,400] parameter(0)\n  b = s32[300,400] parameter(1)\n  big = s32[] constant(1000003)\n  k = s32[300,400] broadcast(big), dimensions={}\n  m = s32[300,400] multiply(a, k)\n  m2 = s32[300,400] multiply(m, m)\n  s = s32[300,400] subtract(m2, b)\n  x = s32[300,400] maximum(s, a)\n  n = s32[300,400] minimum(x, m)\n  o = s32[300,400] xor(n, b)\n  c = pred[300,400] compare(o, a), direction=GE\n  d = pred[300,400] compare(a, b), direction=NE\n  e = pred[300,400] xor(c, d)\n  r = s32[300,400] select(e, o, m2)\n  p = u64[300,400] parameter(2)\n  q = u64[300,400] parameter(3)\n  pq = u64[300,400] add(p, q)\n  lt = pred[300,400] compare(pq, q), direction=LT\n  u = u64[300,400] select(lt, p, pq)\n  v = s64[300,400] parameter(4)\n  w = s64[300,400] and(v, v)\n  g = pred[300,400] compare(w, v), direction=LE\n  h = pred[300,400] or(g, lt)\n  ROOT t = (s32[300,400], u64[300,400], pred[300,400]) tuple(r, u, h)\n}\n",
+        0.0,
+    );
+    assert!(listing.contains("element-wise (typed)"), "{listing}");
 }

@@ -48,6 +48,9 @@ impl CopyKernel {
                     let dst = &mut out[row * inner..(row + 1) * inner];
                     if st == 1 {
                         dst.copy_from_slice(&src[off as usize..off as usize + inner]);
+                    } else if st == 0 {
+                        // A broadcast along the row.
+                        dst.fill(src[off as usize]);
                     } else {
                         for (c, o) in dst.iter_mut().enumerate() {
                             *o = src[(off + c as i64 * st) as usize];

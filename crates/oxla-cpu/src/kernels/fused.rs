@@ -898,6 +898,18 @@ pub(crate) fn store_fence() {
     }
 }
 
+/// Copies `src` to `dst` (the same length), with non-temporal stores where
+/// the CPU has AVX (callers decide with [`streams`], and fence after).
+pub(crate) fn copy_streamed<T: Copy>(src: &[T], dst: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx") && src.len() == dst.len() {
+        // SAFETY: AVX was just detected.
+        unsafe { stream_copy(src, dst) };
+        return;
+    }
+    dst.copy_from_slice(src);
+}
+
 /// Copies `src` to `dst` (the same length) with non-temporal stores.
 ///
 /// # Safety

@@ -16,7 +16,7 @@ use super::Kernel;
 use crate::buffer::Pool;
 use crate::value::{Buf, Value};
 
-fn row_major(dims: &[usize]) -> Vec<usize> {
+pub(crate) fn row_major(dims: &[usize]) -> Vec<usize> {
     let mut s = vec![1usize; dims.len()];
     for i in (0..dims.len().saturating_sub(1)).rev() {
         s[i] = s[i + 1] * dims[i + 1];
@@ -234,7 +234,7 @@ impl Kernel for DynamicUpdateSliceKernel {
     }
 }
 
-fn copy_of(a: &ArrayLiteral, pool: &Pool) -> ArrayLiteral {
+pub(crate) fn copy_of(a: &ArrayLiteral, pool: &Pool) -> ArrayLiteral {
     fn go<T: NativeType>(v: &[T], pool: &Pool) -> ArrayData {
         let mut out = pool.take::<T>(v.len());
         out.copy_from_slice(v);
