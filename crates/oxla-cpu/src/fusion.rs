@@ -348,6 +348,49 @@ fn plan_reduce(
     Some((members, Box::new(kernel), inputs))
 }
 
+/// Whether `o`, an element-wise value with users outside a group, is
+/// computed once and kept rather than recomputed in each user: a
+/// transcendental function read by a reduction of its trailing dimensions
+/// and by an element-wise loop over the same elements (softmax: exp(x - max)
+/// feeds the row sum and the quotient). Such a chain runs as a row pipeline
+/// (`kernels::pipeline`), where the kept value lives in a block-sized buffer
+/// in cache, so keeping it costs a store and a load instead of a second exp.
+fn kept_for_rows(comp: &HloComputation, o: usize, users: &[Vec<usize>]) -> bool {
+    let instrs = comp.instructions();
+    let instr = &instrs[o];
+    let costly = matches!(
+        instr.opcode,
+        Opcode::Exp
+            | Opcode::Expm1
+            | Opcode::Log
+            | Opcode::Log1p
+            | Opcode::Tanh
+            | Opcode::Logistic
+            | Opcode::Erf
+            | Opcode::Sin
+            | Opcode::Cos
+    );
+    let Some(dims) = instr.shape.as_array().map(|a| a.dims()) else {
+        return false;
+    };
+    let rank = dims.len() as i64;
+    let row_reduction = |u: &HloInstruction| {
+        u.opcode == Opcode::Reduce
+            && u.operands.first().map(|x| x.index()) == Some(o)
+            && u.attrs.dimensions.as_ref().is_some_and(|r| {
+                let mut r = r.clone();
+                r.sort_unstable();
+                !r.is_empty() && r[0] >= 1 && r.iter().copied().eq(r[0]..rank)
+            })
+    };
+    let same_loop = |u: &HloInstruction| {
+        compute_type(comp, u).is_some() && u.shape.as_array().is_some_and(|a| a.dims() == dims)
+    };
+    costly
+        && users[o].iter().any(|&u| row_reduction(&instrs[u]))
+        && users[o].iter().any(|&u| same_loop(&instrs[u]))
+}
+
 /// The members of the group rooted at `root`, found from the root down
 /// starting at `start`; element-wise members run over `root_dims`.
 fn grow(
@@ -383,8 +426,9 @@ fn grow(
             // with a few other users that are kernels too is recomputed in
             // each of them rather than stored and read back.
             let inside = users[o].iter().all(|u| members.contains(u));
-            let duplicable =
-                users[o].len() <= 3 && users[o].iter().all(|&u| fusible_user(comp, &instrs[u]));
+            let duplicable = users[o].len() <= 3
+                && users[o].iter().all(|&u| fusible_user(comp, &instrs[u]))
+                && !kept_for_rows(comp, o, users);
             inside || duplicable
         } else if cheap {
             let typed = match instr.opcode {

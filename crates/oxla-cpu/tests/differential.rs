@@ -748,3 +748,46 @@ fn integer_arithmetic_comparisons_and_selects_as_typed_loops() {
     );
     assert!(listing.contains("element-wise (typed)"), "{listing}");
 }
+
+#[test]
+fn exponentials_shared_by_a_row_sum_and_a_quotient_are_computed_once() {
+    // Softmax over the last two of three dimensions, in f64: exp(x - max)
+    // is a stage of its own whose rows stay in a block-sized buffer.
+    let two_dims = "HloModule s
+max {
+  a = f64[] parameter(0)
+  b = f64[] parameter(1)
+  ROOT m = f64[] maximum(a, b)
+}
+sum {
+  a = f64[] parameter(0)
+  b = f64[] parameter(1)
+  ROOT s = f64[] add(a, b)
+}
+ENTRY e {
+  x = f64[5,90,33] parameter(0)
+  ninf = f64[] constant(-inf)
+  m = f64[5] reduce(x, ninf), dimensions={1,2}, to_apply=max
+  mb = f64[5,90,33] broadcast(m), dimensions={0}
+  d = f64[5,90,33] subtract(x, mb)
+  ex = f64[5,90,33] exponential(d)
+  zero = f64[] constant(0)
+  s = f64[5] reduce(ex, zero), dimensions={1,2}, to_apply=sum
+  sb = f64[5,90,33] broadcast(s), dimensions={0}
+  ROOT q = f64[5,90,33] divide(ex, sb)
+}
+";
+    assert!(check_exe(two_dims, 1e-12).contains("row pipeline"));
+    // The exponentials also a result: no pipeline can keep them, so they
+    // are stored, and both users read them.
+    let escaping = SOFTMAX.replace(
+        "ROOT q = f32[700,513] divide(ex, sb)",
+        "q = f32[700,513] divide(ex, sb)\n  ROOT t = (f32[700,513], f32[700,513]) tuple(q, ex)",
+    );
+    check(&escaping, 1e-5);
+    // Many rows, each in a different block: rows of 4100 elements.
+    let long_rows = SOFTMAX
+        .replace("700,513", "64,4100")
+        .replace("[700]", "[64]");
+    assert!(check_exe(&long_rows, 1e-5).contains("row pipeline"));
+}

@@ -307,7 +307,8 @@ impl RowPipeline {
         let mut bufs: Vec<Vec<T>> = self
             .stages
             .iter()
-            .map(|s| pool.take::<T>(s.per_row * rows))
+            .enumerate()
+            .map(|(k, s)| pool.take::<T>(if self.local(k) { 0 } else { s.per_row * rows }))
             .collect();
         let tasks = if rows * self.widest >= PARALLEL_MIN {
             (rayon::current_num_threads() * 4).min(rows)
@@ -317,7 +318,10 @@ impl RowPipeline {
         let per_task = rows.div_ceil(tasks.max(1));
         let tasks = rows.div_ceil(per_task);
         let mut chunks: Vec<Vec<&mut [T]>> = (0..tasks).map(|_| Vec::new()).collect();
-        for (s, buf) in self.stages.iter().zip(bufs.iter_mut()) {
+        for (k, (s, buf)) in self.stages.iter().zip(bufs.iter_mut()).enumerate() {
+            if self.local(k) {
+                continue;
+            }
             for (t, c) in buf.chunks_mut(per_task * s.per_row).enumerate() {
                 chunks[t].push(c);
             }
@@ -325,20 +329,47 @@ impl RowPipeline {
         chunks
             .into_par_iter()
             .enumerate()
-            .try_for_each(|(t, mut mine)| {
+            .try_for_each(|(t, mine)| {
                 let first = t * per_task;
                 let end = (first + per_task).min(rows);
-                self.run_rows(inputs, first, end, &mut mine)
+                // Block-sized buffers for the stages kept within a block.
+                let mut locals: Vec<Vec<T>> = (0..self.stages.len())
+                    .filter(|&k| self.local(k))
+                    .map(|k| pool.take::<T>(self.block * self.stages[k].per_row))
+                    .collect();
+                let mut mine = mine.into_iter();
+                let mut local = locals.iter_mut();
+                let mut outs: Vec<&mut [T]> = Vec::with_capacity(self.stages.len());
+                for k in 0..self.stages.len() {
+                    let next = if self.local(k) {
+                        local.next().map(|v| &mut v[..])
+                    } else {
+                        mine.next()
+                    };
+                    outs.push(next.ok_or("a pipeline stage without an output")?);
+                }
+                let done = self.run_rows(inputs, first, end, &mut outs);
+                drop(outs);
+                locals.into_iter().for_each(|v| pool.give(v));
+                done
             })?;
         let last = self.stages.last().ok_or("an empty pipeline")?;
         let out = bufs.pop().ok_or("an empty pipeline")?;
+        // (The buffers of local stages are empty.)
         bufs.into_iter().for_each(|b| pool.give(b));
         let shape =
             ArrayShape::new(self.ty, last.stage.out_dims().to_vec()).map_err(|e| e.to_string())?;
         ArrayLiteral::new(shape, T::wrap(out)).map_err(|e| e.to_string())
     }
 
-    /// Pipeline rows `[first, end)`, whose outputs are `outs` (one per stage).
+    /// Whether stage `k` keeps its output for one block only: a loop stage
+    /// before the last, which only later stages read (within the row).
+    fn local(&self, k: usize) -> bool {
+        k + 1 < self.stages.len() && matches!(self.stages[k].walk, Walk::Rows { .. })
+    }
+
+    /// Pipeline rows `[first, end)`, whose outputs are `outs` (one per stage;
+    /// a local stage's holds one block).
     fn run_rows<T: Float>(
         &self,
         inputs: &[&ArrayLiteral],
@@ -346,8 +377,9 @@ impl RowPipeline {
         end: usize,
         outs: &mut [&mut [T]],
     ) -> Result<(), String> {
-        // Earlier stages' outputs are read from this range's part of them.
-        let walks: Vec<Walk> = self
+        // Earlier stages' outputs are read from this range's part of them,
+        // a local stage's from the current block's (shifted per block).
+        let mut walks: Vec<Walk> = self
             .stages
             .iter()
             .map(|s| {
@@ -359,6 +391,7 @@ impl RowPipeline {
                 w
             })
             .collect();
+        let mut at_block = first;
         // The last stage's output, when large, is streamed past the cache.
         let last = self.stages.len() - 1;
         let full = self.stages[last].per_row * self.rows;
@@ -381,6 +414,14 @@ impl RowPipeline {
         let mut b0 = first;
         while b0 < end {
             let b1 = (b0 + self.block).min(end);
+            // Reads of local stages move from the last block to this one.
+            for (w, stage) in walks.iter_mut().zip(&self.stages) {
+                let space = w.space_mut();
+                for &(v, t) in stage.shifts.iter().filter(|(_, t)| self.local(*t)) {
+                    space.offsets[v] -= ((b0 - at_block) * self.stages[t].per_row) as i64;
+                }
+            }
+            at_block = b0;
             for (s, stage) in self.stages.iter().enumerate() {
                 let (done, rest) = outs.split_at_mut(s);
                 let out = &mut *rest[0];
@@ -395,7 +436,11 @@ impl RowPipeline {
                     None => Err("missing kernel input".into()),
                 })?;
                 let e = stage.per_row;
-                let part = (b0 - first) * e..(b1 - first) * e;
+                let part = if self.local(s) {
+                    0..(b1 - b0) * e
+                } else {
+                    (b0 - first) * e..(b1 - first) * e
+                };
                 match (&walks[s], &mut scratches[s]) {
                     (Walk::Rows { space, q, row_len }, Some(scratch)) => fused::dispatch(
                         expr,
