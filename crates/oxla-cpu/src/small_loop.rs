@@ -19,7 +19,7 @@ use oxla_hlo::{
 use oxla_interp::{ElementwiseFunction, ElementwiseScratch};
 
 use crate::kernels::elementwise::scalar_function;
-use crate::kernels::typed::{self, BinFn};
+use crate::kernels::typed::{self, ScalarFn, Typed, UpdateFn};
 use crate::kernels::view::View;
 use crate::value::Value;
 
@@ -29,13 +29,44 @@ pub(crate) const MAX_ELEMENTS: usize = 4096;
 
 type Reg = usize;
 
+/// A place in the scalar bank: one value as raw bits (see `typed::Lanes`).
+type Bank = usize;
+
+/// Where a value the loop machinery itself reads is: a register, or a slot
+/// of the scalar bank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Loc {
+    Reg(Reg),
+    Bank(Bank),
+}
+
 enum Op {
     /// Typed arithmetic or a comparison (under the operands' default
     /// comparison type), as one call.
     Binary {
-        f: BinFn,
+        f: Typed,
         a: Reg,
         b: Reg,
+        out: Reg,
+    },
+    /// The same on scalars in the bank: no storage to look up.
+    Scalar {
+        f: ScalarFn,
+        a: Bank,
+        b: Bank,
+        out: Bank,
+    },
+    ScalarSelect {
+        p: Bank,
+        a: Bank,
+        b: Bank,
+        out: Bank,
+    },
+    /// Typed arithmetic whose result replaces one of its operands (a state
+    /// value the body updates).
+    Update {
+        f: UpdateFn,
+        x: Reg,
         out: Reg,
     },
     Select {
@@ -66,10 +97,11 @@ impl Op {
     fn out(&self) -> Option<Reg> {
         match *self {
             Op::Binary { out, .. }
+            | Op::Update { out, .. }
             | Op::Select { out, .. }
             | Op::Function { out, .. }
             | Op::Gather { out, .. } => Some(out),
-            Op::While(_) | Op::Conditional(_) => None,
+            Op::While(_) | Op::Conditional(_) | Op::Scalar { .. } | Op::ScalarSelect { .. } => None,
         }
     }
 }
@@ -88,12 +120,23 @@ pub(crate) struct SmallLoop {
     tuple: bool,
     /// The register file as a run starts: the state first, then constants
     /// and the values of the condition and body.
-    template: Vec<ArrayData>,
+    template: Frame,
+    /// Where each state value lives.
+    state_locs: Vec<Loc>,
     code: LoopCode,
     /// Bytes of the largest register (for the memory limit).
     pub largest: u64,
     /// Register files of finished runs.
-    spare: Mutex<Vec<Vec<ArrayData>>>,
+    spare: Mutex<Vec<Frame>>,
+}
+
+/// The values of a run: array registers, and the scalar bank, which holds
+/// the scalars (counters, flags, bounds) that only typed arithmetic,
+/// comparisons, selects and moves touch.
+#[derive(Clone)]
+struct Frame {
+    regs: Vec<ArrayData>,
+    bank: Vec<u64>,
 }
 
 /// A `while`, compiled: its state registers, condition and body.
@@ -102,7 +145,7 @@ struct LoopCode {
     origin: (ComputationId, InstrId),
     state: Vec<Reg>,
     cond: Code,
-    pred: Reg,
+    pred: Loc,
     body: Code,
     /// How the body's results become the next state: copies in order, the
     /// ones that read state registers going through temporaries first.
@@ -112,7 +155,9 @@ struct LoopCode {
 /// A `conditional`, compiled: each branch's code and how its results reach
 /// the conditional's registers.
 struct BranchCode {
-    selector: Reg,
+    selector: Loc,
+    /// Whether the selector is a pred (else an s32 index).
+    pred: bool,
     branches: Vec<(Code, Vec<Move>)>,
 }
 
@@ -122,6 +167,8 @@ struct BranchCode {
 enum Move {
     /// Copy register `.0` into `.1`.
     Copy(Reg, Reg),
+    /// Copy bank slot `.0` into `.1`.
+    Bank(Bank, Bank),
     /// Exchange the buffers of registers `.0` and `.1`.
     Swap(Reg, Reg),
 }
@@ -166,21 +213,304 @@ pub(crate) fn plan(module: &HloModule, comp: ComputationId, instr: InstrId) -> O
         regs: Vec::new(),
         shapes: Vec::new(),
     };
-    let code = c.compile_while(module, (comp, instr), 0)?;
+    let mut code = c.compile_while(module, (comp, instr), 0)?;
     let largest = c
         .shapes
         .iter()
         .map(|s| s.byte_size().map_or(u64::MAX, |b| b as u64))
         .max()
         .unwrap_or(0);
+    let slots = bank_slots(&c.regs, &code);
+    let bank = c
+        .regs
+        .iter()
+        .zip(&slots)
+        .filter(|(_, s)| s.is_some())
+        .map(|(r, _)| typed::bits_of(r).unwrap_or(0))
+        .collect();
+    let loc = |r: Reg| slots[r].map_or(Loc::Reg(r), Loc::Bank);
+    let state_locs = code.state.iter().map(|&r| loc(r)).collect();
+    bank_loop(&mut code, &slots);
     Some(SmallLoop {
         state,
         tuple,
-        template: c.regs,
+        template: Frame { regs: c.regs, bank },
+        state_locs,
         code,
         largest,
         spare: Mutex::new(Vec::new()),
     })
+}
+
+/// The bank slot of each register that can live in the scalar bank: a
+/// single element of a `typed::Lanes` type that only typed binary
+/// operations, selects of scalars and moves between such registers touch.
+fn bank_slots(regs: &[ArrayData], code: &LoopCode) -> Vec<Option<Bank>> {
+    let mut ok: Vec<bool> = regs
+        .iter()
+        .map(|r| r.len() == 1 && typed::scalar_type(r.element_type()))
+        .collect();
+    // Ruling one register out can rule out those it meets in an operation
+    // or a move: repeat until nothing changes.
+    loop {
+        let before = ok.clone();
+        exclude_loop(code, &mut ok);
+        if ok == before {
+            break;
+        }
+    }
+    let mut next = 0;
+    ok.iter()
+        .map(|&b| {
+            b.then(|| {
+                next += 1;
+                next - 1
+            })
+        })
+        .collect()
+}
+
+/// Rules out registers that meet a register ruled out, or an operation
+/// other than the bank's.
+fn exclude_loop(lc: &LoopCode, ok: &mut [bool]) {
+    exclude_code(&lc.cond, ok);
+    exclude_code(&lc.body, ok);
+    exclude_moves(&lc.writeback, ok);
+}
+
+fn exclude_all(regs: &[Reg], ok: &mut [bool]) {
+    if !regs.iter().all(|&r| ok[r]) {
+        regs.iter().for_each(|&r| ok[r] = false);
+    }
+}
+
+fn exclude_moves(moves: &[Move], ok: &mut [bool]) {
+    for m in moves {
+        if let Move::Copy(a, b) | Move::Swap(a, b) = *m {
+            exclude_all(&[a, b], ok);
+        }
+    }
+}
+
+fn exclude_code(code: &Code, ok: &mut [bool]) {
+    for op in &code.ops {
+        match op {
+            Op::Binary { a, b, out, .. } => exclude_all(&[*a, *b, *out], ok),
+            Op::Select { p, a, b, out } => exclude_all(&[*p, *a, *b, *out], ok),
+            Op::Function { args, out, .. } => {
+                args.iter().for_each(|&r| ok[r] = false);
+                ok[*out] = false;
+            }
+            Op::Gather { src: x, out, .. } | Op::Update { x, out, .. } => {
+                ok[*x] = false;
+                ok[*out] = false;
+            }
+            Op::While(w) => {
+                exclude_moves(&w.0, ok);
+                exclude_loop(&w.1, ok);
+            }
+            Op::Conditional(c) => {
+                for (branch, moves) in &c.branches {
+                    exclude_code(branch, ok);
+                    exclude_moves(moves, ok);
+                }
+            }
+            Op::Scalar { .. } | Op::ScalarSelect { .. } => {}
+        }
+    }
+}
+
+/// Rewrites a loop's operations and moves on banked registers to use the bank.
+fn bank_loop(lc: &mut LoopCode, slots: &[Option<Bank>]) {
+    if let Loc::Reg(r) = lc.pred
+        && let Some(s) = slots[r]
+    {
+        lc.pred = Loc::Bank(s);
+    }
+    bank_code(&mut lc.cond, slots);
+    bank_code(&mut lc.body, slots);
+    bank_moves(&mut lc.writeback, slots);
+    write_state_directly(lc);
+}
+
+/// Whether a move reads or writes `at`.
+fn move_touches(m: Move, at: Loc) -> (bool, bool) {
+    match m {
+        Move::Bank(a, b) => (Loc::Bank(a) == at, Loc::Bank(b) == at),
+        Move::Copy(a, b) => (Loc::Reg(a) == at, Loc::Reg(b) == at),
+        Move::Swap(a, b) => {
+            let t = Loc::Reg(a) == at || Loc::Reg(b) == at;
+            (t, t)
+        }
+    }
+}
+
+/// Whether `op` (with any code nested in it) reads or writes `at`.
+fn touches(op: &Op, at: Loc) -> (bool, bool) {
+    let or = |a: (bool, bool), b: (bool, bool)| (a.0 | b.0, a.1 | b.1);
+    let code = |c: &Code| {
+        c.ops
+            .iter()
+            .fold((false, false), |acc, op| or(acc, touches(op, at)))
+    };
+    let moves = |m: &[Move]| {
+        m.iter()
+            .fold((false, false), |acc, m| or(acc, move_touches(*m, at)))
+    };
+    let bank = |slots: &[Bank], out: Bank| {
+        (
+            slots.iter().any(|&b| Loc::Bank(b) == at),
+            Loc::Bank(out) == at,
+        )
+    };
+    let regs =
+        |regs: &[Reg], out: Reg| (regs.iter().any(|&r| Loc::Reg(r) == at), Loc::Reg(out) == at);
+    match op {
+        Op::Scalar { a, b, out, .. } => bank(&[*a, *b], *out),
+        Op::ScalarSelect { p, a, b, out } => bank(&[*p, *a, *b], *out),
+        Op::Binary { a, b, out, .. } => regs(&[*a, *b], *out),
+        Op::Update { x, out, .. } => regs(&[*x, *out], *out),
+        Op::Select { p, a, b, out } => regs(&[*p, *a, *b], *out),
+        Op::Function { args, out, .. } => regs(args, *out),
+        Op::Gather { src, out, .. } => regs(&[*src], *out),
+        Op::While(w) => {
+            let lc = &w.1;
+            let t = or(moves(&w.0), or(code(&lc.cond), code(&lc.body)));
+            or(or(t, moves(&lc.writeback)), (lc.pred == at, false))
+        }
+        Op::Conditional(c) => c
+            .branches
+            .iter()
+            .fold((c.selector == at, false), |acc, (b, m)| {
+                or(acc, or(code(b), moves(m)))
+            }),
+    }
+}
+
+/// The operation that computes body result `r` into state `s` instead, if
+/// `op` can: bank operations and element-wise arithmetic may write over an
+/// operand; others only when they do not read `s`.
+fn retargeted(op: &Op, s: Loc) -> Option<Op> {
+    let reads_s = touches(op, s).0;
+    Some(match (op, s) {
+        (&Op::Scalar { f, a, b, .. }, Loc::Bank(out)) => Op::Scalar { f, a, b, out },
+        (&Op::ScalarSelect { p, a, b, .. }, Loc::Bank(out)) => Op::ScalarSelect { p, a, b, out },
+        (&Op::Binary { f, a, b, .. }, Loc::Reg(out)) if !reads_s => Op::Binary { f, a, b, out },
+        (&Op::Binary { f, a, b, .. }, Loc::Reg(out)) => {
+            let [first, second] = f.update?;
+            match (a == out, b == out) {
+                (true, false) => Op::Update {
+                    f: first,
+                    x: b,
+                    out,
+                },
+                (false, true) => Op::Update {
+                    f: second,
+                    x: a,
+                    out,
+                },
+                _ => return None,
+            }
+        }
+        (&Op::Select { p, a, b, .. }, Loc::Reg(out)) if !reads_s => Op::Select { p, a, b, out },
+        _ => return None,
+    })
+}
+
+/// A value the body computes once and passes on to the next state is
+/// computed into the state's place directly, when nothing after it in the
+/// iteration reads the old state or the computed value again and the
+/// operation can write there (see `retargeted`): its move goes.
+fn write_state_directly(lc: &mut LoopCode) {
+    let mut k = 0;
+    while k < lc.writeback.len() {
+        let (r, s) = match lc.writeback[k] {
+            Move::Bank(r, s) => (Loc::Bank(r), Loc::Bank(s)),
+            Move::Copy(r, s) | Move::Swap(r, s) => (Loc::Reg(r), Loc::Reg(s)),
+        };
+        let ops = &lc.body.ops;
+        let writers: Vec<usize> = (0..ops.len()).filter(|&j| touches(&ops[j], r).1).collect();
+        let direct = match writers[..] {
+            [j] => {
+                let later_use = ops[j + 1..].iter().any(|op| {
+                    let (rr, _) = touches(op, r);
+                    let (sr, sw) = touches(op, s);
+                    rr || sr || sw
+                });
+                let other_writes = ops
+                    .iter()
+                    .enumerate()
+                    .any(|(i, op)| i != j && touches(op, s).1);
+                let other_moves = lc.writeback.iter().enumerate().any(|(i, &m)| {
+                    let hit = |at: Loc| move_touches(m, at) != (false, false);
+                    i != k && (hit(r) || hit(s))
+                });
+                if later_use || other_writes || other_moves {
+                    None
+                } else {
+                    retargeted(&ops[j], s).map(|op| (j, op))
+                }
+            }
+            _ => None,
+        };
+        match direct {
+            Some((j, op)) => {
+                lc.body.ops[j] = op;
+                lc.writeback.remove(k);
+            }
+            None => k += 1,
+        }
+    }
+}
+
+fn bank_moves(moves: &mut [Move], slots: &[Option<Bank>]) {
+    for m in moves {
+        if let Move::Copy(a, b) | Move::Swap(a, b) = *m
+            && let (Some(a), Some(b)) = (slots[a], slots[b])
+        {
+            *m = Move::Bank(a, b);
+        }
+    }
+}
+
+fn bank_code(code: &mut Code, slots: &[Option<Bank>]) {
+    for op in &mut code.ops {
+        match op {
+            Op::Binary { f, a, b, out } => {
+                if let (Some(a), Some(b), Some(out)) = (slots[*a], slots[*b], slots[*out]) {
+                    *op = Op::Scalar {
+                        f: f.scalar,
+                        a,
+                        b,
+                        out,
+                    };
+                }
+            }
+            Op::Select { p, a, b, out } => {
+                if let (Some(p), Some(a), Some(b), Some(out)) =
+                    (slots[*p], slots[*a], slots[*b], slots[*out])
+                {
+                    *op = Op::ScalarSelect { p, a, b, out };
+                }
+            }
+            Op::While(w) => {
+                bank_moves(&mut w.0, slots);
+                bank_loop(&mut w.1, slots);
+            }
+            Op::Conditional(c) => {
+                if let Loc::Reg(r) = c.selector
+                    && let Some(s) = slots[r]
+                {
+                    c.selector = Loc::Bank(s);
+                }
+                for (branch, moves) in &mut c.branches {
+                    bank_code(branch, slots);
+                    bank_moves(moves, slots);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 struct Compiler {
@@ -282,7 +612,7 @@ impl Compiler {
             origin,
             state,
             cond,
-            pred,
+            pred: Loc::Reg(pred),
             body,
             writeback: first,
         })
@@ -420,7 +750,8 @@ impl Compiler {
                         })
                         .collect();
                     code.ops.push(Op::Conditional(Box::new(BranchCode {
-                        selector: *selector,
+                        selector: Loc::Reg(*selector),
+                        pred: self.shapes[*selector].element_type() == PrimitiveType::Pred,
                         branches,
                     })));
                     code.origins.push((id, InstrId::new(k)));
@@ -594,22 +925,22 @@ impl SmallLoop {
         state: Value<'a>,
         limit: Option<u64>,
     ) -> Result<Value<'a>, LoopError> {
-        let mut regs = self
+        let mut frame = self
             .spare
             .lock()
             .ok()
             .and_then(|mut s| s.pop())
             .unwrap_or_else(|| self.template.clone());
-        let result = self.run_in(&mut regs, state, limit);
+        let result = self.run_in(&mut frame, state, limit);
         if let Ok(mut spare) = self.spare.lock() {
-            spare.push(regs);
+            spare.push(frame);
         }
         result
     }
 
     fn run_in<'a>(
         &self,
-        regs: &mut [ArrayData],
+        frame: &mut Frame,
         state: Value<'a>,
         limit: Option<u64>,
     ) -> Result<Value<'a>, LoopError> {
@@ -630,26 +961,38 @@ impl SmallLoop {
             )));
         }
         for (i, (leaf, shape)) in leaves.iter().zip(&self.state).enumerate() {
-            match leaf.array() {
-                Some(a)
-                    if a.dims() == shape.dims()
-                        && copy_into(&mut regs[self.code.state[i]], a.data()) => {}
-                _ => {
-                    return Err(LoopError::State(format!(
-                        "part {i} of the loop state is not {shape}"
-                    )));
-                }
+            let loaded = leaf.array().is_some_and(|a| {
+                a.dims() == shape.dims()
+                    && a.element_type() == shape.element_type()
+                    && match self.state_locs[i] {
+                        Loc::Reg(r) => copy_into(&mut frame.regs[r], a.data()),
+                        Loc::Bank(b) => typed::bits_of(a.data())
+                            .map(|v| frame.bank[b] = v)
+                            .is_some(),
+                    }
+            });
+            if !loaded {
+                return Err(LoopError::State(format!(
+                    "part {i} of the loop state is not {shape}"
+                )));
             }
         }
         drop(leaves);
         let mut scratch = ElementwiseScratch::default();
-        run_loop(&self.code, regs, &mut scratch, limit)?;
+        run_loop(&self.code, frame, &mut scratch, limit)?;
         let out: Vec<Value<'a>> = self
             .state
             .iter()
             .zip(&self.code.state)
-            .map(|(shape, &r)| {
-                oxla_hlo::ArrayLiteral::new(shape.clone(), regs[r].clone())
+            .zip(&self.state_locs)
+            .map(|((shape, &r), loc)| {
+                let mut data = frame.regs[r].clone();
+                if let Loc::Bank(b) = *loc
+                    && !typed::set_bits(&mut data, frame.bank[b])
+                {
+                    return Err(LoopError::State("a scalar of an unexpected type".into()));
+                }
+                oxla_hlo::ArrayLiteral::new(shape.clone(), data)
                     .map(Value::owned)
                     .map_err(|e| LoopError::State(e.to_string()))
             })
@@ -662,29 +1005,43 @@ impl SmallLoop {
     }
 }
 
-fn pred_true(regs: &[ArrayData], r: Reg) -> bool {
-    matches!(regs.get(r), Some(ArrayData::Pred(p)) if p.first() == Some(&true))
+/// The value at `loc`, a pred or an s32, as an integer.
+fn read_loc(frame: &Frame, loc: Loc) -> Option<i128> {
+    match loc {
+        // A pred's bits are 0 or 1, an s32's its two's complement.
+        Loc::Bank(b) => frame.bank.get(b).map(|&v| i128::from(v as u32 as i32)),
+        Loc::Reg(r) => match frame.regs.get(r)? {
+            ArrayData::Pred(p) => p.first().map(|&p| i128::from(p)),
+            ArrayData::S32(i) => i.first().map(|&i| i128::from(i)),
+            _ => None,
+        },
+    }
 }
 
-fn run_moves(regs: &mut [ArrayData], moves: &[Move]) -> Result<(), LoopError> {
+fn run_moves(frame: &mut Frame, moves: &[Move]) -> Result<(), LoopError> {
     for &m in moves {
-        if !pass_on(regs, m) {
-            return Err(LoopError::State("a result changed type".into()));
+        if !pass_on(frame, m) {
+            return Err(moved_type());
         }
     }
     Ok(())
 }
 
+#[cold]
+fn moved_type() -> LoopError {
+    LoopError::State("a result changed type".into())
+}
+
 fn run_loop(
     code: &LoopCode,
-    regs: &mut [ArrayData],
+    frame: &mut Frame,
     scratch: &mut ElementwiseScratch,
     limit: Option<u64>,
 ) -> Result<(), LoopError> {
     let mut iterations = 0u64;
     loop {
-        run_code(&code.cond, regs, scratch, limit)?;
-        if !pred_true(regs, code.pred) {
+        run_code(&code.cond, frame, scratch, limit)?;
+        if read_loc(frame, code.pred) != Some(1) {
             return Ok(());
         }
         if let Some(l) = limit
@@ -697,83 +1054,135 @@ fn run_loop(
             });
         }
         iterations += 1;
-        run_code(&code.body, regs, scratch, limit)?;
-        run_moves(regs, &code.writeback)?;
+        run_code(&code.body, frame, scratch, limit)?;
+        run_moves(frame, &code.writeback)?;
     }
 }
 
+#[inline(always)]
 fn run_code(
     code: &Code,
-    regs: &mut [ArrayData],
+    frame: &mut Frame,
     scratch: &mut ElementwiseScratch,
     limit: Option<u64>,
 ) -> Result<(), LoopError> {
     for (k, op) in code.ops.iter().enumerate() {
-        let result = match (op, op.out()) {
-            (Op::While(w), _) => {
-                let (init, lc) = &**w;
-                run_moves(regs, init)?;
-                run_loop(lc, regs, scratch, limit)?;
-                continue;
+        let done = match *op {
+            Op::Scalar { f, a, b, out } => {
+                let bank = &mut frame.bank;
+                bank[out] = f(bank[a], bank[b]);
+                true
             }
-            (Op::Conditional(c), _) => {
-                let n = c.branches.len();
-                let branch = match regs.get(c.selector) {
-                    // A pred picks branch 0 when true, branch 1 when false.
-                    Some(ArrayData::Pred(p)) => usize::from(p.first() != Some(&true)),
-                    // An index out of range (negative too) picks the last branch.
-                    Some(ArrayData::S32(i)) => i
-                        .first()
-                        .and_then(|&i| usize::try_from(i).ok())
-                        .filter(|&i| i < n)
-                        .unwrap_or(n - 1),
-                    _ => n,
-                };
-                match c.branches.get(branch) {
-                    Some((branch, moves)) => {
-                        run_code(branch, regs, scratch, limit)?;
-                        run_moves(regs, moves)?;
-                        continue;
-                    }
-                    None => Err("the branch selector must be a pred or s32 scalar".to_string()),
-                }
+            Op::ScalarSelect { p, a, b, out } => {
+                let bank = &mut frame.bank;
+                bank[out] = if bank[p] != 0 { bank[a] } else { bank[b] };
+                true
             }
-            (_, Some(out)) => {
-                // Operands always come before the result in the register file.
-                let (r, rest) = regs.split_at_mut(out);
-                apply(op, r, &mut rest[0], scratch)
-            }
-            (_, None) => Ok(false),
+            Op::Binary { f, a, b, out } => match around(&mut frame.regs, out) {
+                Some((lo, o, hi)) => match (beside(lo, hi, a), beside(lo, hi, b)) {
+                    (Some(a), Some(b)) => (f.array)(a, b, o),
+                    _ => false,
+                },
+                None => false,
+            },
+            Op::Update { f, x, out } => match around(&mut frame.regs, out) {
+                Some((lo, o, hi)) => beside(lo, hi, x).is_some_and(|x| f(o, x)),
+                None => false,
+            },
+            _ => false,
         };
-        let message = match result {
-            Ok(true) => continue,
-            Ok(false) => "operands of unexpected types".to_string(),
-            Err(m) => m,
-        };
-        let (computation, instr) = code.origins[k];
-        return Err(LoopError::Op {
-            computation,
-            instr,
-            message,
-        });
+        if !done {
+            run_other(code, k, frame, scratch, limit)?;
+        }
     }
     Ok(())
 }
 
-/// Runs one operation on registers `r` (those before its result) into `o`.
+/// Register `out`, and the registers before and after it.
 #[inline(always)]
+fn around(
+    regs: &mut [ArrayData],
+    out: Reg,
+) -> Option<(&[ArrayData], &mut ArrayData, &[ArrayData])> {
+    let (lo, rest) = regs.split_at_mut(out);
+    let (o, hi) = rest.split_first_mut()?;
+    Some((lo, o, hi))
+}
+
+/// Register `i` of those around another (see `around`), `None` if it is that one.
+#[inline(always)]
+fn beside<'r>(lo: &'r [ArrayData], hi: &'r [ArrayData], i: Reg) -> Option<&'r ArrayData> {
+    match lo.get(i) {
+        Some(r) => Some(r),
+        None => hi.get(i.checked_sub(lo.len() + 1)?),
+    }
+}
+
+/// Runs operation `k` of `code`, any but the few `run_code` runs itself.
+#[inline(never)]
+fn run_other(
+    code: &Code,
+    k: usize,
+    frame: &mut Frame,
+    scratch: &mut ElementwiseScratch,
+    limit: Option<u64>,
+) -> Result<(), LoopError> {
+    let op = &code.ops[k];
+    let result = match op {
+        Op::While(w) => {
+            let (init, lc) = &**w;
+            run_moves(frame, init)?;
+            return run_loop(lc, frame, scratch, limit);
+        }
+        Op::Conditional(c) => {
+            let n = c.branches.len();
+            // A pred picks branch 0 when true, branch 1 when false; an s32
+            // index out of range (negative too) picks the last.
+            let branch = match read_loc(frame, c.selector) {
+                Some(v) if c.pred => usize::from(v != 1),
+                Some(v) => usize::try_from(v).ok().filter(|&i| i < n).unwrap_or(n - 1),
+                None => n,
+            };
+            match c.branches.get(branch) {
+                Some((branch, moves)) => {
+                    run_code(branch, frame, scratch, limit)?;
+                    return run_moves(frame, moves);
+                }
+                None => Err("the branch selector must be a pred or s32 scalar".to_string()),
+            }
+        }
+        _ => match op.out().and_then(|out| around(&mut frame.regs, out)) {
+            Some((lo, o, hi)) => apply(op, (lo, hi), o, scratch),
+            None => Ok(false),
+        },
+    };
+    let message = match result {
+        Ok(true) => return Ok(()),
+        Ok(false) => "operands of unexpected types".to_string(),
+        Err(m) => m,
+    };
+    let (computation, instr) = code.origins[k];
+    Err(LoopError::Op {
+        computation,
+        instr,
+        message,
+    })
+}
+
+/// Runs one operation into its result `o`, the registers before it `r.0`
+/// and after it `r.1`.
 fn apply(
     op: &Op,
-    r: &[ArrayData],
+    r: (&[ArrayData], &[ArrayData]),
     o: &mut ArrayData,
     scratch: &mut ElementwiseScratch,
 ) -> Result<bool, String> {
-    let get = |i: Reg| r.get(i).ok_or("an operand after its result");
+    let get = |i: Reg| beside(r.0, r.1, i).ok_or("an operand that is also the result");
     Ok(match op {
-        Op::Binary { f, a, b, .. } => f(get(*a)?, get(*b)?, o),
+        Op::Binary { f, a, b, .. } => (f.array)(get(*a)?, get(*b)?, o),
+        Op::Update { f, x, .. } => f(o, get(*x)?),
         Op::Select { p, a, b, .. } => typed::select(get(*p)?, get(*a)?, get(*b)?, o),
         Op::Gather { src, index, .. } => gather(get(*src)?, index, o),
-        Op::While(_) | Op::Conditional(_) => false,
         Op::Function { f, args, .. } => {
             let mut refs: [&ArrayData; 4] = [&EMPTY; 4];
             for (slot, &a) in refs.iter_mut().zip(args) {
@@ -784,11 +1193,20 @@ fn apply(
                 .map_err(|e| e.to_string())?;
             args.len() <= 4
         }
+        _ => false,
     })
 }
 
-fn pass_on(regs: &mut [ArrayData], m: Move) -> bool {
-    let (Move::Copy(a, b) | Move::Swap(a, b)) = m;
+fn pass_on(frame: &mut Frame, m: Move) -> bool {
+    let (a, b) = match m {
+        Move::Bank(a, b) => {
+            let v = frame.bank[a];
+            frame.bank[b] = v;
+            return true;
+        }
+        Move::Copy(a, b) | Move::Swap(a, b) => (a, b),
+    };
+    let regs = &mut frame.regs;
     if a == b || a.max(b) >= regs.len() {
         return a == b;
     }
@@ -800,7 +1218,7 @@ fn pass_on(regs: &mut [ArrayData], m: Move) -> bool {
             true
         }
         Move::Copy(..) if a < b => copy_into(y, x),
-        Move::Copy(..) => copy_into(x, y),
+        _ => copy_into(x, y),
     }
 }
 

@@ -416,3 +416,138 @@ fn an_inner_loop_at_the_limit_is_named_in_the_error() {
     assert!(want.to_string().contains("`il`"), "{want}");
     assert_eq!(got.to_string(), want.to_string());
 }
+
+#[test]
+fn scalars_of_every_bank_type_keep_their_bits_and_their_order() {
+    // Scalars live in the loop's scalar bank as raw bits: an s32 counter
+    // whose old value is read after the new one is computed, an s32 branch
+    // index that goes negative (the last branch), f32 and f64 values with
+    // signed zeros, a u8 that wraps, a pred flag that flips.
+    let text = "HloModule b
+b0 {
+  p = f32[] parameter(0)
+  one = f32[] constant(1)
+  ROOT r = f32[] add(p, one)
+}
+b1 {
+  p = f32[] parameter(0)
+  two = f32[] constant(-2)
+  ROOT r = f32[] multiply(p, two)
+}
+body {
+  p = (s32[], s32[], f32[], u8[], pred[], f64[]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  three = s32[] constant(3)
+  t = s32[] multiply(i, three)
+  x = f32[] get-tuple-element(p), index=2
+  sel = s32[] subtract(i, three)
+  y = f32[] conditional(sel, x, x), branch_computations={b0, b1}
+  u = u8[] get-tuple-element(p), index=3
+  k = u8[] constant(200)
+  u1 = u8[] add(u, k)
+  f = pred[] get-tuple-element(p), index=4
+  tr = pred[] constant(true)
+  f1 = pred[] xor(f, tr)
+  d = f64[] get-tuple-element(p), index=5
+  half = f64[] constant(-0.5)
+  dm = f64[] multiply(d, half)
+  d1 = f64[] select(f, dm, d)
+  ROOT o = (s32[], s32[], f32[], u8[], pred[], f64[]) tuple(i1, t, y, u1, f1, d1)
+}
+cond {
+  p = (s32[], s32[], f32[], u8[], pred[], f64[]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(7)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  z = s32[] constant(0)
+  x = f32[] constant(0.5)
+  u = u8[] constant(0)
+  f = pred[] constant(false)
+  d = f64[] constant(0)
+  init = (s32[], s32[], f32[], u8[], pred[], f64[]) tuple(z, z, x, u, f, d)
+  ROOT w = (s32[], s32[], f32[], u8[], pred[], f64[]) while(init), condition=cond, body=body
+}
+";
+    let out = check(text, &[]);
+    let parts = out.tuple_elements().unwrap();
+    assert_eq!(parts[0].to_scalar::<i32>().unwrap(), 7);
+    assert_eq!(parts[1].to_scalar::<i32>().unwrap(), 18);
+    // i = 0, 1, 2: index -3, -2, -1 (the last branch, x * -2); i = 3: x + 1;
+    // i = 4, 5, 6: index 1, 2, 3 (x * -2).
+    let mut x = 0.5f32;
+    for i in 0..7 {
+        x = if i == 3 { x + 1.0 } else { x * -2.0 };
+    }
+    assert_eq!(parts[2].to_scalar::<f32>().unwrap(), x);
+    assert_eq!(parts[3].to_scalar::<u8>().unwrap(), (7 * 200 % 256) as u8);
+    assert!(parts[4].to_scalar::<bool>().unwrap());
+    // d * -0.5 on the turns the flag is true (i = 1, 3, 5): -0, +0, -0.
+    let d = parts[5].to_scalar::<f64>().unwrap();
+    assert_eq!(d.to_bits(), (-0f64).to_bits());
+}
+
+#[test]
+fn array_results_written_over_their_state() {
+    // Each array result is computed straight into its state value where
+    // the order allows: updating the first operand (a + v, f + d1), the
+    // second (v - b), neither (a select), both (c + c, which cannot), and a
+    // result read again after it is computed (d1, which cannot either).
+    let text = "HloModule u
+body {
+  p = (s32[], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  v = f32[4] get-tuple-element(p), index=1
+  a = f32[4] get-tuple-element(p), index=2
+  e = f32[4] get-tuple-element(p), index=5
+  big = pred[4] compare(e, a), direction=GT
+  a1 = f32[4] add(a, v)
+  b = f32[4] get-tuple-element(p), index=3
+  b1 = f32[4] subtract(v, b)
+  c = f32[4] get-tuple-element(p), index=4
+  c1 = f32[4] add(c, c)
+  d1 = f32[4] multiply(v, v)
+  e1 = f32[4] select(big, v, c)
+  f = f32[4] get-tuple-element(p), index=7
+  f1 = f32[4] add(f, d1)
+  ROOT o = (s32[], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4]) tuple(i1, v, a1, b1, c1, e1, d1, f1)
+}
+cond {
+  p = (s32[], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  z = s32[] constant(0)
+  v = f32[4] parameter(0)
+  x = f32[4] parameter(1)
+  init = (s32[], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4]) tuple(z, v, x, x, x, x, x, x)
+  ROOT w = (s32[], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4]) while(init), condition=cond, body=body
+}
+";
+    let v = [1.5f32, -2.0, 0.25, 3.0];
+    let x = [0.5f32, 1.0, -1.0, 2.0];
+    let out = check(text, &[Literal::vec1(&v), Literal::vec1(&x)]);
+    let parts = out.tuple_elements().unwrap();
+    // The same loop in plain Rust, lane by lane.
+    for lane in 0..4 {
+        let v = v[lane];
+        let [mut a, mut b, mut c, mut d, mut e, mut f] = [x[lane]; 6];
+        for _ in 0..5 {
+            let big = e > a;
+            let d1 = v * v;
+            (a, b, c, d, e, f) = (a + v, v - b, c + c, d1, if big { v } else { c }, f + d1);
+        }
+        let want = [a, b, c, e, d, f];
+        for (k, w) in want.iter().enumerate() {
+            let got = parts[k + 2].to_vec::<f32>().unwrap()[lane];
+            assert_eq!(got.to_bits(), w.to_bits(), "part {} lane {lane}", k + 2);
+        }
+    }
+}

@@ -52,7 +52,7 @@ pub(crate) fn plan(instr: &HloInstruction, comp: &HloComputation) -> Option<Elem
     } else if instr.opcode == Opcode::Select {
         Some(Typed::Select)
     } else {
-        typed::binary_fn(instr, comp).map(Typed::Binary)
+        typed::binary_fn(instr, comp).map(|t| Typed::Binary(t.array))
     };
     Some(ElementwiseKernel {
         function: scalar_function(instr, comp)?,

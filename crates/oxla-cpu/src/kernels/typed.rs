@@ -145,8 +145,11 @@ const XOR: u8 = 8;
 
 /// Arithmetic of one element type; `OP` is one of the constants above that
 /// [`arith_of`] allows for the type (others are never instantiated for it).
-trait Lanes: NativeType + PartialOrd {
+/// A value also travels as the raw bits of a `u64` (a scalar register).
+pub(crate) trait Lanes: NativeType + PartialOrd {
     fn arith<const OP: u8>(a: Self, b: Self) -> Self;
+    fn to_bits(self) -> u64;
+    fn from_bits(bits: u64) -> Self;
 }
 
 macro_rules! int_lanes {
@@ -164,6 +167,15 @@ macro_rules! int_lanes {
                     OR => a | b,
                     _ => a ^ b,
                 }
+            }
+            #[inline(always)]
+            fn to_bits(self) -> u64 {
+                // Two's complement bits of the type's width, zero-extended.
+                self as u64 & (u64::MAX >> (64 - 8 * size_of::<$t>()))
+            }
+            #[inline(always)]
+            fn from_bits(bits: u64) -> $t {
+                bits as $t
             }
         }
     )*};
@@ -185,6 +197,14 @@ macro_rules! float_lanes {
                     _ => minmax::min(a, b),
                 }
             }
+            #[inline(always)]
+            fn to_bits(self) -> u64 {
+                <$t>::to_bits(self) as u64
+            }
+            #[inline(always)]
+            fn from_bits(bits: u64) -> $t {
+                <$t>::from_bits(bits as _)
+            }
         }
     )*};
 }
@@ -200,6 +220,58 @@ impl Lanes for bool {
             _ => a ^ b,
         }
     }
+    #[inline(always)]
+    fn to_bits(self) -> u64 {
+        self as u64
+    }
+    #[inline(always)]
+    fn from_bits(bits: u64) -> bool {
+        bits != 0
+    }
+}
+
+/// A typed operation on one value each, as raw bits (see [`Lanes`]).
+pub(crate) type ScalarFn = fn(u64, u64) -> u64;
+
+/// An element-wise update of an array in place by another of its length:
+/// `o = o op x` or `o = x op o`.
+pub(crate) type UpdateFn = fn(&mut ArrayData, &ArrayData) -> bool;
+
+/// A typed binary operation: over arrays, over scalar registers, and (for
+/// arithmetic) in place, with the result replacing the first or the second
+/// operand.
+#[derive(Clone, Copy)]
+pub(crate) struct Typed {
+    pub array: BinFn,
+    pub scalar: ScalarFn,
+    pub update: Option<[UpdateFn; 2]>,
+}
+
+fn update_typed<T: Lanes, const OP: u8, const FIRST: bool>(
+    o: &mut ArrayData,
+    x: &ArrayData,
+) -> bool {
+    match (T::slice_mut(o), T::slice(x)) {
+        (Some(o), Some(x)) if o.len() == x.len() => {
+            for (o, &x) in o.iter_mut().zip(x) {
+                *o = if FIRST {
+                    T::arith::<OP>(*o, x)
+                } else {
+                    T::arith::<OP>(x, *o)
+                };
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
+fn arith_scalar<T: Lanes, const OP: u8>(a: u64, b: u64) -> u64 {
+    T::arith::<OP>(T::from_bits(a), T::from_bits(b)).to_bits()
+}
+
+fn compare_scalar<T: Lanes, const DIR: u8>(a: u64, b: u64) -> u64 {
+    u64::from(holds::<DIR, T>(&T::from_bits(a), &T::from_bits(b)))
 }
 
 fn arith_typed<T: Lanes, const OP: u8>(a: &ArrayData, b: &ArrayData, o: &mut ArrayData) -> bool {
@@ -210,18 +282,25 @@ fn arith_typed<T: Lanes, const OP: u8>(a: &ArrayData, b: &ArrayData, o: &mut Arr
 }
 
 /// The typed function for `op` on `ty` (a pair [`arith_of`] accepted).
-fn arith_fn(op: Arith, ty: PrimitiveType) -> Option<BinFn> {
-    fn pick<T: Lanes>(op: Arith) -> BinFn {
+fn arith_fn(op: Arith, ty: PrimitiveType) -> Option<Typed> {
+    fn both<T: Lanes, const OP: u8>() -> Typed {
+        Typed {
+            array: arith_typed::<T, OP>,
+            scalar: arith_scalar::<T, OP>,
+            update: Some([update_typed::<T, OP, true>, update_typed::<T, OP, false>]),
+        }
+    }
+    fn pick<T: Lanes>(op: Arith) -> Typed {
         match op {
-            Arith::Add => arith_typed::<T, ADD>,
-            Arith::Sub => arith_typed::<T, SUB>,
-            Arith::Mul => arith_typed::<T, MUL>,
-            Arith::Div => arith_typed::<T, DIV>,
-            Arith::Max => arith_typed::<T, MAX>,
-            Arith::Min => arith_typed::<T, MIN>,
-            Arith::And => arith_typed::<T, AND>,
-            Arith::Or => arith_typed::<T, OR>,
-            Arith::Xor => arith_typed::<T, XOR>,
+            Arith::Add => both::<T, ADD>(),
+            Arith::Sub => both::<T, SUB>(),
+            Arith::Mul => both::<T, MUL>(),
+            Arith::Div => both::<T, DIV>(),
+            Arith::Max => both::<T, MAX>(),
+            Arith::Min => both::<T, MIN>(),
+            Arith::And => both::<T, AND>(),
+            Arith::Or => both::<T, OR>(),
+            Arith::Xor => both::<T, XOR>(),
         }
     }
     Some(match ty {
@@ -267,15 +346,22 @@ fn compare_typed<T: Lanes, const DIR: u8>(a: &ArrayData, b: &ArrayData, o: &mut 
 }
 
 /// The typed comparison of `ty` operands (under their default comparison type).
-fn compare_fn(dir: ComparisonDirection, ty: PrimitiveType) -> Option<BinFn> {
-    fn pick<T: Lanes>(dir: ComparisonDirection) -> BinFn {
+fn compare_fn(dir: ComparisonDirection, ty: PrimitiveType) -> Option<Typed> {
+    fn both<T: Lanes, const DIR: u8>() -> Typed {
+        Typed {
+            array: compare_typed::<T, DIR>,
+            scalar: compare_scalar::<T, DIR>,
+            update: None,
+        }
+    }
+    fn pick<T: Lanes>(dir: ComparisonDirection) -> Typed {
         match dir {
-            ComparisonDirection::Eq => compare_typed::<T, 0>,
-            ComparisonDirection::Ne => compare_typed::<T, 1>,
-            ComparisonDirection::Lt => compare_typed::<T, 2>,
-            ComparisonDirection::Le => compare_typed::<T, 3>,
-            ComparisonDirection::Gt => compare_typed::<T, 4>,
-            ComparisonDirection::Ge => compare_typed::<T, 5>,
+            ComparisonDirection::Eq => both::<T, 0>(),
+            ComparisonDirection::Ne => both::<T, 1>(),
+            ComparisonDirection::Lt => both::<T, 2>(),
+            ComparisonDirection::Le => both::<T, 3>(),
+            ComparisonDirection::Gt => both::<T, 4>(),
+            ComparisonDirection::Ge => both::<T, 5>(),
         }
     }
     Some(match ty {
@@ -293,7 +379,7 @@ fn compare_fn(dir: ComparisonDirection, ty: PrimitiveType) -> Option<BinFn> {
 /// The typed function for `instr`, a binary arithmetic operation or a
 /// comparison (under its operands' default comparison type) of `comp`,
 /// applied to two operands of the result's element count.
-pub(crate) fn binary_fn(instr: &HloInstruction, comp: &HloComputation) -> Option<BinFn> {
+pub(crate) fn binary_fn(instr: &HloInstruction, comp: &HloComputation) -> Option<Typed> {
     let [a, b] = instr.operands.as_slice() else {
         return None;
     };
@@ -311,4 +397,54 @@ pub(crate) fn binary_fn(instr: &HloInstruction, comp: &HloComputation) -> Option
         return None;
     }
     arith_fn(arith_of(instr.opcode, ty)?, ty)
+}
+
+/// Whether values of `ty` fit a scalar register (see [`Lanes`]).
+pub(crate) fn scalar_type(ty: PrimitiveType) -> bool {
+    float_type(ty) || int_type(ty) || ty == PrimitiveType::Pred
+}
+
+/// The one element of `data`, as scalar register bits.
+pub(crate) fn bits_of(data: &ArrayData) -> Option<u64> {
+    fn go<T: Lanes>(v: &[T]) -> Option<u64> {
+        match v {
+            [x] => Some(x.to_bits()),
+            _ => None,
+        }
+    }
+    match data {
+        ArrayData::F32(v) => go(v),
+        ArrayData::F64(v) => go(v),
+        ArrayData::S32(v) => go(v),
+        ArrayData::S64(v) => go(v),
+        ArrayData::U8(v) => go(v),
+        ArrayData::U32(v) => go(v),
+        ArrayData::U64(v) => go(v),
+        ArrayData::Pred(v) => go(v),
+        _ => None,
+    }
+}
+
+/// Stores register `bits` as the one element of `data`.
+pub(crate) fn set_bits(data: &mut ArrayData, bits: u64) -> bool {
+    fn go<T: Lanes>(v: &mut [T], bits: u64) -> bool {
+        match v {
+            [x] => {
+                *x = T::from_bits(bits);
+                true
+            }
+            _ => false,
+        }
+    }
+    match data {
+        ArrayData::F32(v) => go(v, bits),
+        ArrayData::F64(v) => go(v, bits),
+        ArrayData::S32(v) => go(v, bits),
+        ArrayData::S64(v) => go(v, bits),
+        ArrayData::U8(v) => go(v, bits),
+        ArrayData::U32(v) => go(v, bits),
+        ArrayData::U64(v) => go(v, bits),
+        ArrayData::Pred(v) => go(v, bits),
+        _ => false,
+    }
 }
