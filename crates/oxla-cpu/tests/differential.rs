@@ -791,3 +791,46 @@ ENTRY e {
         .replace("[700]", "[64]");
     assert!(check_exe(&long_rows, 1e-5).contains("row pipeline"));
 }
+
+#[test]
+fn integer_shifts_and_conversions_as_typed_loops() {
+    // Shift amounts from -8 to 15: negative ones are huge unsigned amounts,
+    // and u8 amounts of 8 and more shift everything out.
+    let listing = check_exe(
+        "HloModule t\nENTRY e {\n  a = s32[300,400] parameter(0)\n  b = s32[300,400] parameter(1)\n  big = s32[] constant(-1000003)\n  k = s32[300,400] broadcast(big), dimensions={}\n  m = s32[300,400] multiply(a, k)\n  l = s32[300,400] shift-left(m, b)\n  r = s32[300,400] shift-right-logical(m, b)\n  s = s32[300,400] shift-right-arithmetic(m, b)\n  x = s32[300,400] xor(l, r)\n  y = s32[300,400] or(x, s)\n  p = u8[300,400] parameter(2)\n  q = u8[300,400] parameter(3)\n  pl = u8[300,400] shift-left(p, q)\n  pr = u8[300,400] shift-right-arithmetic(pl, q)\n  u = u64[300,400] parameter(4)\n  n = u64[300,400] parameter(5)\n  ul = u64[300,400] shift-right-logical(u, n)\n  ua = u64[300,400] shift-right-arithmetic(u, n)\n  ROOT t = (s32[300,400], u8[300,400], u64[300,400], u64[300,400]) tuple(y, pr, ul, ua)\n}\n",
+        0.0,
+    );
+    assert!(listing.contains("element-wise (typed)"), "{listing}");
+    // Conversions between integers (wrapping), to floats (rounding), from
+    // floats (toward zero, saturating, NaN as 0), between f32 and f64.
+    let listing = check_exe(
+        "HloModule t\nENTRY e {\n  f = f32[300,400] parameter(0)\n  big = f32[] constant(3e9)\n  k = f32[300,400] broadcast(big), dimensions={}\n  g = f32[300,400] multiply(f, k)\n  gi = s32[300,400] convert(g)\n  gu = u8[300,400] convert(g)\n  gl = u64[300,400] convert(g)\n  w = u64[300,400] parameter(1)\n  wf = f32[300,400] convert(w)\n  wd = f64[300,400] convert(w)\n  ws = s32[300,400] convert(w)\n  wb = u8[300,400] convert(gi)\n  d = f64[300,400] convert(g)\n  df = f32[300,400] convert(wd)\n  ROOT t = (s32[300,400], u8[300,400], u64[300,400], f32[300,400], f64[300,400], s32[300,400], u8[300,400], f64[300,400], f32[300,400]) tuple(gi, gu, gl, wf, wd, ws, wb, d, df)\n}\n",
+        0.0,
+    );
+    assert!(listing.contains("element-wise (typed)"), "{listing}");
+    // NaN, infinities and values past every integer range, converted.
+    let text = "HloModule t\nENTRY e {\n  c = f32[8] constant({nan, inf, -inf, 3e9, -3e9, 1e20, -0.5, 255.9})\n  x = f32[8] parameter(0)\n  s = f32[8] add(c, x)\n  a = s32[8] convert(s)\n  b = u8[8] convert(s)\n  d = u64[8] convert(s)\n  e = s64[8] convert(s)\n  ROOT t = (s32[8], u8[8], u64[8], s64[8]) tuple(a, b, d, e)\n}\n";
+    let module = oxla_text::parse_module(text).unwrap();
+    let exe = oxla_cpu::compile(&module).unwrap();
+    let zero = Literal::Array(
+        ArrayLiteral::new(
+            oxla_hlo::ArrayShape::new(PrimitiveType::F32, vec![8]).unwrap(),
+            ArrayData::F32(vec![0.0; 8]),
+        )
+        .unwrap(),
+    );
+    let options = EvalOptions::default();
+    let want =
+        oxla_interp::evaluate(&module, std::slice::from_ref(&zero), &options, &NoServices).unwrap();
+    let got = exe.execute(&[zero], &options, &NoServices).unwrap();
+    assert!(got.bitwise_eq(&want), "got {got}, want {want}");
+    let parts = got.tuple_elements().unwrap();
+    assert_eq!(
+        parts[0].to_vec::<i32>().unwrap(),
+        vec![0, i32::MAX, i32::MIN, i32::MAX, i32::MIN, i32::MAX, 0, 255]
+    );
+    assert_eq!(
+        parts[1].to_vec::<u8>().unwrap(),
+        vec![0, 255, 0, 255, 0, 255, 0, 255]
+    );
+}

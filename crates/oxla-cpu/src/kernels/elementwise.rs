@@ -12,7 +12,7 @@ use oxla_hlo::{
 use oxla_interp::ElementwiseFunction;
 
 use super::Kernel;
-use super::typed::{self, BinFn};
+use super::typed::{self, BinFn, ConvertFn};
 use crate::buffer::Pool;
 use crate::value::Value;
 
@@ -26,6 +26,7 @@ pub(crate) struct ElementwiseKernel {
 enum Typed {
     Binary(BinFn),
     Select,
+    Convert(ConvertFn),
 }
 
 fn elementwise(op: Opcode) -> bool {
@@ -51,6 +52,12 @@ pub(crate) fn plan(instr: &HloInstruction, comp: &HloComputation) -> Option<Elem
         None
     } else if instr.opcode == Opcode::Select {
         Some(Typed::Select)
+    } else if instr.opcode == Opcode::Convert {
+        let from = comp
+            .instruction(*instr.operands.first()?)
+            .shape
+            .element_type()?;
+        typed::convert_fn(from, shape.element_type()).map(Typed::Convert)
     } else {
         typed::binary_fn(instr, comp).map(|t| Typed::Binary(t.array))
     };
@@ -110,6 +117,7 @@ impl Kernel for ElementwiseKernel {
             let done = match (typed, data(0), data(1), data(2)) {
                 (Typed::Binary(f), Some(a), Some(b), None) => f(a, b, &mut out),
                 (Typed::Select, Some(p), Some(a), Some(b)) => typed::select(p, a, b, &mut out),
+                (Typed::Convert(f), Some(x), None, None) => f(x, &mut out),
                 _ => false,
             };
             if !done {

@@ -26,6 +26,9 @@ enum Arith {
     And,
     Or,
     Xor,
+    ShiftLeft,
+    ShiftRightLogical,
+    ShiftRightArithmetic,
 }
 
 fn float_type(t: PrimitiveType) -> bool {
@@ -54,6 +57,9 @@ fn arith_of(op: Opcode, ty: PrimitiveType) -> Option<Arith> {
         Opcode::And => Arith::And,
         Opcode::Or => Arith::Or,
         Opcode::Xor => Arith::Xor,
+        Opcode::ShiftLeft => Arith::ShiftLeft,
+        Opcode::ShiftRightLogical => Arith::ShiftRightLogical,
+        Opcode::ShiftRightArithmetic => Arith::ShiftRightArithmetic,
         _ => return None,
     };
     let ok = if float_type(ty) {
@@ -142,6 +148,9 @@ const MIN: u8 = 5;
 const AND: u8 = 6;
 const OR: u8 = 7;
 const XOR: u8 = 8;
+const SHL: u8 = 9;
+const SHR: u8 = 10;
+const SAR: u8 = 11;
 
 /// Arithmetic of one element type; `OP` is one of the constants above that
 /// [`arith_of`] allows for the type (others are never instantiated for it).
@@ -153,10 +162,16 @@ pub(crate) trait Lanes: NativeType + PartialOrd {
 }
 
 macro_rules! int_lanes {
-    ($($t:ty),*) => {$(
+    ($($t:ty: $unsigned:ty, $signed:ty),*) => {$(
         impl Lanes for $t {
             #[inline(always)]
             fn arith<const OP: u8>(a: $t, b: $t) -> $t {
+                // Shift amounts are unsigned; amounts of at least the bit
+                // width shift everything out (arithmetic shifts fill with
+                // the sign), as XLA defines them.
+                let amount = b as $unsigned;
+                let inside = amount < <$t>::BITS as $unsigned;
+                let by = (amount as u32) & (<$t>::BITS - 1);
                 match OP {
                     ADD => a.wrapping_add(b),
                     SUB => a.wrapping_sub(b),
@@ -165,6 +180,12 @@ macro_rules! int_lanes {
                     MIN => a.min(b),
                     AND => a & b,
                     OR => a | b,
+                    SHL => if inside { a << by } else { 0 },
+                    SHR => if inside { ((a as $unsigned) >> by) as $t } else { 0 },
+                    SAR => {
+                        let s = a as $signed;
+                        (if inside { s >> by } else { s >> (<$t>::BITS - 1) }) as $t
+                    }
                     _ => a ^ b,
                 }
             }
@@ -181,7 +202,7 @@ macro_rules! int_lanes {
     )*};
 }
 
-int_lanes!(i32, i64, u8, u32, u64);
+int_lanes!(i32: u32, i32, i64: u64, i64, u8: u8, i8, u32: u32, i32, u64: u64, i64);
 
 macro_rules! float_lanes {
     ($($t:ty),*) => {$(
@@ -301,6 +322,9 @@ fn arith_fn(op: Arith, ty: PrimitiveType) -> Option<Typed> {
             Arith::And => both::<T, AND>(),
             Arith::Or => both::<T, OR>(),
             Arith::Xor => both::<T, XOR>(),
+            Arith::ShiftLeft => both::<T, SHL>(),
+            Arith::ShiftRightLogical => both::<T, SHR>(),
+            Arith::ShiftRightArithmetic => both::<T, SAR>(),
         }
     }
     Some(match ty {
@@ -446,5 +470,69 @@ pub(crate) fn set_bits(data: &mut ArrayData, bits: u64) -> bool {
         ArrayData::U64(v) => go(v, bits),
         ArrayData::Pred(v) => go(v, bits),
         _ => false,
+    }
+}
+
+/// A typed conversion of every element of an array into another's storage.
+pub(crate) type ConvertFn = fn(&ArrayData, &mut ArrayData) -> bool;
+
+fn convert_with<S: NativeType, D: NativeType>(
+    x: &ArrayData,
+    o: &mut ArrayData,
+    f: impl Fn(S) -> D,
+) -> bool {
+    match (S::slice(x), D::slice_mut(o)) {
+        (Some(x), Some(o)) if x.len() == o.len() => {
+            for (o, &x) in o.iter_mut().zip(x) {
+                *o = f(x);
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The typed `convert` from `from` to `to`, both integer or f32/f64 types.
+/// Rust's `as` is XLA's rule between them: integers wrap to narrower
+/// integers, integers and f64 round to nearest even into floats, and floats
+/// go to integers toward zero, saturating, with NaN as 0.
+pub(crate) fn convert_fn(from: PrimitiveType, to: PrimitiveType) -> Option<ConvertFn> {
+    macro_rules! to {
+        ($s:ty) => {
+            match to {
+                PrimitiveType::S32 => {
+                    Some((|x, o| convert_with::<$s, i32>(x, o, |v| v as i32)) as ConvertFn)
+                }
+                PrimitiveType::S64 => {
+                    Some((|x, o| convert_with::<$s, i64>(x, o, |v| v as i64)) as ConvertFn)
+                }
+                PrimitiveType::U8 => {
+                    Some((|x, o| convert_with::<$s, u8>(x, o, |v| v as u8)) as ConvertFn)
+                }
+                PrimitiveType::U32 => {
+                    Some((|x, o| convert_with::<$s, u32>(x, o, |v| v as u32)) as ConvertFn)
+                }
+                PrimitiveType::U64 => {
+                    Some((|x, o| convert_with::<$s, u64>(x, o, |v| v as u64)) as ConvertFn)
+                }
+                PrimitiveType::F32 => {
+                    Some((|x, o| convert_with::<$s, f32>(x, o, |v| v as f32)) as ConvertFn)
+                }
+                PrimitiveType::F64 => {
+                    Some((|x, o| convert_with::<$s, f64>(x, o, |v| v as f64)) as ConvertFn)
+                }
+                _ => None,
+            }
+        };
+    }
+    match from {
+        PrimitiveType::S32 => to!(i32),
+        PrimitiveType::S64 => to!(i64),
+        PrimitiveType::U8 => to!(u8),
+        PrimitiveType::U32 => to!(u32),
+        PrimitiveType::U64 => to!(u64),
+        PrimitiveType::F32 => to!(f32),
+        PrimitiveType::F64 => to!(f64),
+        _ => None,
     }
 }
