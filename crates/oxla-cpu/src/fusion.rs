@@ -216,7 +216,7 @@ pub(crate) fn plan(module: &HloModule, comp: &HloComputation, live: &[bool]) -> 
         } else if is_index_op(instr.opcode) {
             plan_copy(comp, k, &users).or_else(|| plan_loop(comp, k, &users))
         } else {
-            plan_loop(comp, k, &users)
+            plan_loop(comp, k, &users).or_else(|| plan_tiled(comp, k, &users))
         };
         let Some((members, kernel, inputs)) = planned else {
             continue;
@@ -267,6 +267,130 @@ fn plan_loop(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<Pl
         users,
     );
     let (kernel, inputs) = build(comp, k, ty, &members)?;
+    Some((members, Box::new(kernel), inputs))
+}
+
+/// An operation a tiled loop computes (see `kernels::tiled`).
+enum TypedOp {
+    Binary(crate::kernels::typed::BinFn),
+    Select,
+    Convert(crate::kernels::typed::ConvertFn),
+}
+
+/// `instr` as a typed operation over operands of its own dimensions, if it
+/// is one the float loops do not compute.
+fn typed_op(comp: &HloComputation, instr: &HloInstruction) -> Option<TypedOp> {
+    use crate::kernels::typed;
+    let out = instr.shape.as_array()?;
+    let operands: Vec<&oxla_hlo::ArrayShape> = instr
+        .operands
+        .iter()
+        .map(|o| comp.instruction(*o).shape.as_array())
+        .collect::<Option<_>>()?;
+    if compute_type(comp, instr).is_some() || operands.iter().any(|a| a.dims() != out.dims()) {
+        return None;
+    }
+    match (instr.opcode, operands.as_slice()) {
+        (Opcode::Select, [p, a, b]) => (p.element_type() == PrimitiveType::Pred
+            && a.element_type() == out.element_type()
+            && b.element_type() == out.element_type())
+        .then_some(TypedOp::Select),
+        (Opcode::Convert, [x]) => {
+            typed::convert_fn(x.element_type(), out.element_type()).map(TypedOp::Convert)
+        }
+        (_, [_, _]) => typed::binary_fn(instr, comp).map(|t| TypedOp::Binary(t.array)),
+        _ => None,
+    }
+}
+
+/// A loop of typed operations (integers, predicates, conversions) rooted at
+/// `k`, with the scalars its operands broadcast.
+fn plan_tiled(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<Planned> {
+    use crate::kernels::tiled::{Node, TiledLoop};
+    let instrs = comp.instructions();
+    let root = &instrs[k];
+    typed_op(comp, root)?;
+    let shape = root.shape.as_array()?.clone();
+    let dims = shape.dims();
+    // A broadcast of one element to the loop's shape: a splat.
+    let splat = |i: &HloInstruction| {
+        i.opcode == Opcode::Broadcast
+            && i.shape.as_array().is_some_and(|a| a.dims() == dims)
+            && i.operands.first().is_some_and(|o| {
+                comp.instruction(*o)
+                    .shape
+                    .as_array()
+                    .is_some_and(|a| a.element_count().ok() == Some(1))
+            })
+    };
+    let mut members = BTreeSet::from([k]);
+    let mut queue: BTreeSet<usize> = root.operands.iter().map(|o| o.index()).collect();
+    while let Some(o) = queue.pop_last() {
+        let instr = &instrs[o];
+        if splat(instr) {
+            members.insert(o);
+            continue;
+        }
+        if typed_op(comp, instr).is_none() {
+            continue;
+        }
+        // Joins when every user is in the loop; a value with a few other
+        // users that are loops too is recomputed in each.
+        let inside = users[o].iter().all(|u| members.contains(u));
+        let duplicable = users[o].len() <= 3
+            && users[o]
+                .iter()
+                .all(|&u| typed_op(comp, &instrs[u]).is_some() || fusible_user(comp, &instrs[u]));
+        if inside || duplicable {
+            members.insert(o);
+            queue.extend(instr.operands.iter().map(|o| o.index()));
+        }
+    }
+    if members.len() < 2 {
+        return None;
+    }
+    let mut inputs: Vec<usize> = Vec::new();
+    let mut nodes: Vec<(Node, PrimitiveType)> = Vec::new();
+    let mut node_of: HashMap<usize, usize> = HashMap::new();
+    let input = |o: usize, inputs: &mut Vec<usize>| match inputs.iter().position(|&i| i == o) {
+        Some(j) => j,
+        None => {
+            inputs.push(o);
+            inputs.len() - 1
+        }
+    };
+    for &m in &members {
+        let instr = &instrs[m];
+        let ty = instr.shape.element_type()?;
+        let node = if splat(instr) {
+            Node::Splat(input(instr.operands.first()?.index(), &mut inputs))
+        } else {
+            let mut args = Vec::with_capacity(instr.operands.len());
+            for o in &instr.operands {
+                let o = o.index();
+                let at = match node_of.get(&o) {
+                    Some(&n) => n,
+                    None => {
+                        let j = input(o, &mut inputs);
+                        nodes.push((Node::Input(j), instrs[o].shape.element_type()?));
+                        node_of.insert(o, nodes.len() - 1);
+                        nodes.len() - 1
+                    }
+                };
+                args.push(at);
+            }
+            match (typed_op(comp, instr)?, args.as_slice()) {
+                (TypedOp::Binary(f), &[a, b]) => Node::Binary(f, a, b),
+                (TypedOp::Select, &[p, a, b]) => Node::Select(p, a, b),
+                (TypedOp::Convert(f), &[a]) => Node::Convert(f, a),
+                _ => return None,
+            }
+        };
+        nodes.push((node, ty));
+        node_of.insert(m, nodes.len() - 1);
+    }
+    // The root, the largest member, is the last node.
+    let kernel = TiledLoop { nodes, shape };
     Some((members, Box::new(kernel), inputs))
 }
 

@@ -25,6 +25,15 @@ fn random(shape: &Shape, seed: &mut u64) -> Literal {
         PrimitiveType::S32 => ArrayData::S32((0..n).map(|_| (next() * 16.0) as i32 - 8).collect()),
         PrimitiveType::S64 => ArrayData::S64((0..n).map(|_| (next() * 16.0) as i64 - 8).collect()),
         PrimitiveType::U8 => ArrayData::U8((0..n).map(|_| (next() * 16.0) as u8).collect()),
+        // Half in [0, 40) (shift amounts in and past range), half anywhere.
+        PrimitiveType::U32 => ArrayData::U32(
+            (0..n)
+                .map(|_| match next() {
+                    r if r < 0.5 => (r * 80.0) as u32,
+                    r => (r * 8.0e9) as u32,
+                })
+                .collect(),
+        ),
         // Small values, and now and then one past i64's range.
         PrimitiveType::U64 => ArrayData::U64(
             (0..n)
@@ -739,14 +748,15 @@ fn scatters_in_every_layout_and_combiner() {
 }
 
 #[test]
-fn integer_arithmetic_comparisons_and_selects_as_typed_loops() {
+fn integer_arithmetic_comparisons_and_selects_fused_into_tiled_loops() {
     // Products that overflow s32 wrap; unsigned comparisons of values past
     // i64's range; predicates combined with and/or/xor.
     let listing = check_exe(
         "HloModule t\nENTRY e {\n  a = s32[300,400] parameter(0)\n  b = s32[300,400] parameter(1)\n  big = s32[] constant(1000003)\n  k = s32[300,400] broadcast(big), dimensions={}\n  m = s32[300,400] multiply(a, k)\n  m2 = s32[300,400] multiply(m, m)\n  s = s32[300,400] subtract(m2, b)\n  x = s32[300,400] maximum(s, a)\n  n = s32[300,400] minimum(x, m)\n  o = s32[300,400] xor(n, b)\n  c = pred[300,400] compare(o, a), direction=GE\n  d = pred[300,400] compare(a, b), direction=NE\n  e = pred[300,400] xor(c, d)\n  r = s32[300,400] select(e, o, m2)\n  p = u64[300,400] parameter(2)\n  q = u64[300,400] parameter(3)\n  pq = u64[300,400] add(p, q)\n  lt = pred[300,400] compare(pq, q), direction=LT\n  u = u64[300,400] select(lt, p, pq)\n  v = s64[300,400] parameter(4)\n  w = s64[300,400] and(v, v)\n  g = pred[300,400] compare(w, v), direction=LE\n  h = pred[300,400] or(g, lt)\n  ROOT t = (s32[300,400], u64[300,400], pred[300,400]) tuple(r, u, h)\n}\n",
         0.0,
     );
-    assert!(listing.contains("element-wise (typed)"), "{listing}");
+    // The chain is one tiled loop.
+    assert!(listing.contains("tiled loop"), "{listing}");
 }
 
 #[test]
@@ -793,14 +803,14 @@ ENTRY e {
 }
 
 #[test]
-fn integer_shifts_and_conversions_as_typed_loops() {
+fn integer_shifts_and_conversions_in_typed_and_tiled_loops() {
     // Shift amounts from -8 to 15: negative ones are huge unsigned amounts,
     // and u8 amounts of 8 and more shift everything out.
     let listing = check_exe(
         "HloModule t\nENTRY e {\n  a = s32[300,400] parameter(0)\n  b = s32[300,400] parameter(1)\n  big = s32[] constant(-1000003)\n  k = s32[300,400] broadcast(big), dimensions={}\n  m = s32[300,400] multiply(a, k)\n  l = s32[300,400] shift-left(m, b)\n  r = s32[300,400] shift-right-logical(m, b)\n  s = s32[300,400] shift-right-arithmetic(m, b)\n  x = s32[300,400] xor(l, r)\n  y = s32[300,400] or(x, s)\n  p = u8[300,400] parameter(2)\n  q = u8[300,400] parameter(3)\n  pl = u8[300,400] shift-left(p, q)\n  pr = u8[300,400] shift-right-arithmetic(pl, q)\n  u = u64[300,400] parameter(4)\n  n = u64[300,400] parameter(5)\n  ul = u64[300,400] shift-right-logical(u, n)\n  ua = u64[300,400] shift-right-arithmetic(u, n)\n  ROOT t = (s32[300,400], u8[300,400], u64[300,400], u64[300,400]) tuple(y, pr, ul, ua)\n}\n",
         0.0,
     );
-    assert!(listing.contains("element-wise (typed)"), "{listing}");
+    assert!(listing.contains("tiled loop"), "{listing}");
     // Conversions between integers (wrapping), to floats (rounding), from
     // floats (toward zero, saturating, NaN as 0), between f32 and f64.
     let listing = check_exe(
@@ -833,4 +843,14 @@ fn integer_shifts_and_conversions_as_typed_loops() {
         parts[1].to_vec::<u8>().unwrap(),
         vec![0, 255, 0, 255, 0, 255, 0, 255]
     );
+}
+
+#[test]
+fn tiled_loops_with_splats_shared_values_and_partial_tiles() {
+    // A threefry-like round on u32 (rotations by a broadcast amount, xors
+    // and adds), 300001 elements (threads, and a last partial tile), its
+    // intermediate values read by two results, one with a pred select.
+    let text = "HloModule t\nENTRY e {\n  a = u32[300001] parameter(0)\n  b = u32[300001] parameter(1)\n  r = u32[] parameter(2)\n  rb = u32[300001] broadcast(r), dimensions={}\n  w = u32[] constant(32)\n  s = u32[] subtract(w, r)\n  sb = u32[300001] broadcast(s), dimensions={}\n  x = u32[300001] add(a, b)\n  l = u32[300001] shift-left(b, rb)\n  h = u32[300001] shift-right-logical(b, sb)\n  o = u32[300001] or(l, h)\n  y = u32[300001] xor(x, o)\n  z = u32[300001] add(x, y)\n  c = pred[300001] compare(y, z), direction=LT\n  m = u32[300001] select(c, y, z)\n  f = f32[300001] convert(m)\n  ROOT t = (u32[300001], u32[300001], f32[300001]) tuple(z, m, f)\n}\n";
+    let listing = check_exe(text, 0.0);
+    assert!(listing.contains("tiled loop"), "{listing}");
 }

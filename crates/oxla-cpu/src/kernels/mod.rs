@@ -15,6 +15,7 @@ pub(crate) mod pipeline;
 pub(crate) mod reduce;
 pub(crate) mod slices;
 pub(crate) mod sort;
+pub(crate) mod tiled;
 pub(crate) mod typed;
 pub(crate) mod view;
 pub(crate) mod window;

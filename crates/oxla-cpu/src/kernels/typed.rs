@@ -104,9 +104,11 @@ pub(crate) fn select(p: &ArrayData, a: &ArrayData, b: &ArrayData, out: &mut Arra
         if let [p] = p {
             o.copy_from_slice(if *p { a } else { b });
         } else if p.len() == o.len() {
-            for (((o, &p), &a), &b) in o.iter_mut().zip(p).zip(a).zip(b) {
-                *o = if p { a } else { b };
-            }
+            vectorized(o.len(), || {
+                for (((o, &p), &a), &b) in o.iter_mut().zip(p).zip(a).zip(b) {
+                    *o = if p { a } else { b };
+                }
+            });
         } else {
             return false;
         }
@@ -128,10 +130,48 @@ fn zip<T: Copy>(a: &[T], b: &[T], o: &mut [T], f: impl Fn(T, T) -> T) -> bool {
     if a.len() != o.len() || b.len() != o.len() {
         return false;
     }
-    for ((o, &a), &b) in o.iter_mut().zip(a).zip(b) {
-        *o = f(a, b);
-    }
+    vectorized(o.len(), || {
+        for ((o, &a), &b) in o.iter_mut().zip(a).zip(b) {
+            *o = f(a, b);
+        }
+    });
     true
+}
+
+/// Runs `f` (a loop over `n` elements, inlined) compiled for the widest
+/// vector instructions the CPU has: AVX-512, AVX2, or the baseline (integer
+/// shifts by varying amounts, for one, have no SSE2 instruction). Short
+/// loops (a small-state loop's) skip the check.
+#[inline(always)]
+fn vectorized<R>(n: usize, f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    if n >= 64 {
+        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw") {
+            // SAFETY: the features were just detected.
+            return unsafe { with_avx512(f) };
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the feature was just detected.
+            return unsafe { with_avx2(f) };
+        }
+    }
+    f()
+}
+
+/// # Safety
+/// The CPU must have AVX-512 F and BW.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
+    f()
 }
 
 /// A typed element-wise operation on registers, chosen when compiling so
@@ -274,13 +314,15 @@ fn update_typed<T: Lanes, const OP: u8, const FIRST: bool>(
 ) -> bool {
     match (T::slice_mut(o), T::slice(x)) {
         (Some(o), Some(x)) if o.len() == x.len() => {
-            for (o, &x) in o.iter_mut().zip(x) {
-                *o = if FIRST {
-                    T::arith::<OP>(*o, x)
-                } else {
-                    T::arith::<OP>(x, *o)
-                };
-            }
+            vectorized(o.len(), || {
+                for (o, &x) in o.iter_mut().zip(x) {
+                    *o = if FIRST {
+                        T::arith::<OP>(*o, x)
+                    } else {
+                        T::arith::<OP>(x, *o)
+                    };
+                }
+            });
             true
         }
         _ => false,
@@ -363,9 +405,11 @@ fn compare_typed<T: Lanes, const DIR: u8>(a: &ArrayData, b: &ArrayData, o: &mut 
     if a.len() != o.len() || b.len() != o.len() {
         return false;
     }
-    for (o, (a, b)) in o.iter_mut().zip(a.iter().zip(b)) {
-        *o = holds::<DIR, T>(a, b);
-    }
+    vectorized(o.len(), || {
+        for (o, (a, b)) in o.iter_mut().zip(a.iter().zip(b)) {
+            *o = holds::<DIR, T>(a, b);
+        }
+    });
     true
 }
 
@@ -483,9 +527,11 @@ fn convert_with<S: NativeType, D: NativeType>(
 ) -> bool {
     match (S::slice(x), D::slice_mut(o)) {
         (Some(x), Some(o)) if x.len() == o.len() => {
-            for (o, &x) in o.iter_mut().zip(x) {
-                *o = f(x);
-            }
+            vectorized(o.len(), || {
+                for (o, &x) in o.iter_mut().zip(x) {
+                    *o = f(x);
+                }
+            });
             true
         }
         _ => false,
