@@ -222,6 +222,13 @@ def scatter_add_rows(rows, idx):
     return jnp.zeros((4096, 256), F32).at[idx].add(rows)
 
 
+@workload("prng_uniform", lambda r: [np.asarray([0, 42], dtype=np.uint32)], **EXACT,
+          hlo_ops=("shift-left", "while"),
+          note="jax.random.uniform of f32[1048576] from raw threefry key data u32[2]")
+def prng_uniform(key):
+    return jax.random.uniform(jax.random.wrap_key_data(key), (1 << 20,))
+
+
 @workload("transpose", lambda r: [normal(r, (4096, 4096))], **EXACT, hlo_ops=("transpose",),
           note="f32[4096,4096] transposed (the result has the default layout, so it is a real copy)")
 def transpose(x):

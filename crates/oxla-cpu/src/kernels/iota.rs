@@ -16,12 +16,25 @@ use crate::buffer::Pool;
 use crate::value::Value;
 
 pub(crate) struct IotaKernel {
-    column: ArrayLiteral,
+    /// The values along the iota dimension, made at the first execution
+    /// (a long column costs milliseconds, which compilation need not pay).
+    column: std::sync::OnceLock<Option<ArrayLiteral>>,
+    n: usize,
     copy: CopyKernel,
 }
 
-/// `convert(i)` to `ty` for each `i` below `n`, with the interpreter's rules.
+/// `convert(i)` to `ty` for each `i` below `n`, with the interpreter's rules
+/// (a typed conversion where there is one: a million elements through the
+/// scalar code took 50 ms of compile time).
 fn column(ty: PrimitiveType, n: usize) -> Option<ArrayLiteral> {
+    let shape = ArrayShape::new(ty, [n as i64]).ok()?;
+    if let Some(f) = super::typed::convert_fn(PrimitiveType::S64, ty) {
+        let indices = ArrayData::S64((0..n as i64).collect());
+        let mut out = ArrayData::zeros(ty, n);
+        if f(&indices, &mut out) {
+            return ArrayLiteral::new(shape, out).ok();
+        }
+    }
     let mut p = HloInstruction::new(
         "i",
         Opcode::Parameter,
@@ -40,8 +53,7 @@ fn column(ty: PrimitiveType, n: usize) -> Option<ArrayLiteral> {
     let indices = Literal::vec1(&(0..n as i64).collect::<Vec<_>>())
         .into_array()
         .ok()?;
-    f.apply(&[&indices], &ArrayShape::new(ty, [n as i64]).ok()?)
-        .ok()
+    f.apply(&[&indices], &shape).ok()
 }
 
 pub(crate) fn plan(instr: &HloInstruction) -> Option<IotaKernel> {
@@ -55,8 +67,11 @@ pub(crate) fn plan(instr: &HloInstruction) -> Option<IotaKernel> {
         offset: 0,
         strides,
     };
+    // The type has a conversion (checked on one element).
+    column(out.element_type(), 1)?;
     Some(IotaKernel {
-        column: column(out.element_type(), n as usize)?,
+        column: std::sync::OnceLock::new(),
+        n: usize::try_from(n).ok()?,
         copy: CopyKernel {
             ty: out.element_type(),
             view,
@@ -79,8 +94,13 @@ impl Kernel for IotaKernel {
                     .map_err(|e| e.to_string())?,
             ));
         }
+        let column = self
+            .column
+            .get_or_init(|| column(self.copy.ty, self.n))
+            .as_ref()
+            .ok_or_else(|| format!("no iota of {}", self.copy.ty))?;
         let data: ArrayData =
-            with_array_data!(self.column.data(), v => NativeType::wrap(self.copy.copy(v, pool)));
+            with_array_data!(column.data(), v => NativeType::wrap(self.copy.copy(v, pool)));
         let shape =
             ArrayShape::new(self.copy.ty, self.copy.out_dims.clone()).map_err(|e| e.to_string())?;
         Ok(Value::owned(
