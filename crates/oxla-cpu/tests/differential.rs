@@ -854,3 +854,35 @@ fn tiled_loops_with_splats_shared_values_and_partial_tiles() {
     let listing = check_exe(text, 0.0);
     assert!(listing.contains("tiled loop"), "{listing}");
 }
+
+#[test]
+fn a_quotient_by_a_broadcast_is_a_product_with_its_reciprocal_as_in_xla() {
+    // XLA:CPU rewrites a / broadcast(b) to a * broadcast(1 / b); the fused
+    // loops compute the same bits, within an ulp of a true division.
+    let text = "HloModule d\nENTRY e {\n  x = f32[300,513] parameter(0)\n  y = f32[300] parameter(1)\n  b = f32[300,513] broadcast(y), dimensions={0}\n  ROOT q = f32[300,513] divide(x, b)\n}\n";
+    let module = oxla_text::parse_module(text).unwrap();
+    let exe = oxla_cpu::compile(&module).unwrap();
+    let mut seed = 11u64;
+    let args: Vec<Literal> = module
+        .program_shape()
+        .parameters
+        .iter()
+        .map(|s| random(s, &mut seed))
+        .collect();
+    let options = EvalOptions::default();
+    let got = exe.execute(&args, &options, &NoServices).unwrap();
+    let got = got.as_array().unwrap().data().clone();
+    let (ArrayData::F32(q), Literal::Array(x), Literal::Array(y)) = (got, &args[0], &args[1])
+    else {
+        panic!("f32 arrays")
+    };
+    let (ArrayData::F32(x), ArrayData::F32(y)) = (x.data(), y.data()) else {
+        panic!("f32 arrays")
+    };
+    for (i, &q) in q.iter().enumerate() {
+        let (xi, yi) = (x[i], y[i / 513]);
+        assert_eq!(q.to_bits(), (xi * (1.0 / yi)).to_bits(), "element {i}");
+        let ulps = (q.to_bits() as i64 - (xi / yi).to_bits() as i64).abs();
+        assert!(ulps <= 1, "element {i}: {q} against {}", xi / yi);
+    }
+}

@@ -368,7 +368,14 @@ fn binary_loop<T: Float>(op: Binary, out: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>
         Binary::Add => map2a(out, a, b, |x, y| x + y),
         Binary::Sub => map2a(out, a, b, |x, y| x - y),
         Binary::Mul => map2a(out, a, b, |x, y| x * y),
-        Binary::Div => map2a(out, a, b, |x, y| x / y),
+        // A quotient by one value across the tile (a broadcast divisor) is
+        // a product with its reciprocal, as XLA:CPU rewrites
+        // `a / broadcast(b)` to `a * broadcast(1 / b)`: the same bits as
+        // XLA, and one division per tile instead of one per element.
+        Binary::Div => match b {
+            Arg::Splat(y) => map2a(out, a, Arg::Splat(T::from_f64(1.0) / y), |x, r| x * r),
+            Arg::Slice(_) => map2a(out, a, b, |x, y| x / y),
+        },
         Binary::Max => map2a(out, a, b, |x, y| binary(Binary::Max, x, y)),
         Binary::Min => map2a(out, a, b, |x, y| binary(Binary::Min, x, y)),
         Binary::Pow => map2a(out, a, b, T::pow),
