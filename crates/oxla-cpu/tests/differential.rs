@@ -639,11 +639,16 @@ fn row_maxima_and_minima_keep_xlas_zeros_and_nans() {
 
 #[test]
 fn outputs_large_enough_to_stream_past_the_cache() {
-    // Outputs of 8 MiB and more are written with non-temporal stores: an
-    // odd row length puts the stores at every alignment.
+    // Row-pipeline and gather outputs of 8 MiB and more are written with
+    // non-temporal stores: an odd row length puts the stores at every
+    // alignment. (A fused loop that size writes plainly.)
     check(
         "HloModule t\nENTRY e {\n  a = f32[1100,2001] parameter(0)\n  b = f32[2001] parameter(1)\n  bb = f32[1100,2001] broadcast(b), dimensions={1}\n  m = f32[1100,2001] multiply(a, bb)\n  ROOT t = f32[1100,2001] tanh(m)\n}\n",
         2e-6,
+    );
+    check(
+        "HloModule t\nENTRY e {\n  x = f32[3000,1001] parameter(0)\n  i = s32[2200,1] parameter(1)\n  ROOT g = f32[2200,1001] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,1001}\n}\n",
+        0.0,
     );
     let big_softmax = SOFTMAX
         .replace("700,513", "2100,1001")

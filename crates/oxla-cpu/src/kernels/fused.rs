@@ -617,10 +617,12 @@ impl FusedLoop {
     ) -> Result<(), String> {
         let sources = self.resolve::<T>(inputs)?;
         let row_len = inner;
-        let stream = streams(out);
+        // A fused loop alone writes with plain stores: in alternating runs
+        // (`oxla bench`, 8 pairs each) broadcast_add took 0.60-0.99 ms with
+        // them against 0.85-1.13 ms streamed, and fused_tanh was a wash.
+        // Row pipelines, whose blocks stream past the cache, do stream.
         let work = |first_row: usize, chunk: &mut [T]| {
             let mut scratch = Scratch::new(self, row_len);
-            scratch.stream = stream;
             let rows_here = chunk.len() / row_len.max(1);
             dispatch(
                 self,
@@ -632,9 +634,6 @@ impl FusedLoop {
                 chunk,
                 &mut scratch,
             );
-            if stream {
-                store_fence();
-            }
         };
         if out.len() >= PARALLEL_MIN && rows > 1 {
             let threads = rayon::current_num_threads().max(1);
@@ -648,11 +647,7 @@ impl FusedLoop {
             let part = row_len.div_ceil(threads * 4).div_ceil(TILE) * TILE;
             out.par_chunks_mut(part).enumerate().for_each(|(i, chunk)| {
                 let mut scratch = Scratch::new(self, chunk.len());
-                scratch.stream = stream;
                 dispatch_span(self, space, &sources, i * part, chunk, &mut scratch);
-                if stream {
-                    store_fence();
-                }
             });
         } else {
             work(0, out);
@@ -871,10 +866,12 @@ fn span_generic<T: Float, const FMA: bool>(
     }
 }
 
-/// Outputs at least this large are written with non-temporal stores: they
-/// would not stay in cache anyway, and a plain store first reads each line
-/// it writes (on this machine kind, STREAM triad runs at 30 GB/s with plain
-/// stores and 40 GB/s with non-temporal ones).
+/// Row-pipeline and gather outputs at least this large are written with
+/// non-temporal stores: they would not stay in cache anyway, and a plain
+/// store first reads each line it writes (on this machine kind, STREAM
+/// triad runs at 30 GB/s with plain stores and 40 GB/s with non-temporal
+/// ones; layer norm took 1.5-1.9 ms streamed against 2.1-2.4 ms plain in
+/// alternating runs on a loaded host).
 pub(crate) const STREAM_MIN_BYTES: usize = 8 << 20;
 
 /// Whether a kernel writing `out` should stream it (non-temporal stores).
