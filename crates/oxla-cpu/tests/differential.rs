@@ -48,6 +48,26 @@ fn random(shape: &Shape, seed: &mut u64) -> Literal {
     Literal::Array(ArrayLiteral::new(a.clone(), data).unwrap())
 }
 
+/// Random arguments for every parameter of `module`, from `seed`.
+fn arguments(module: &HloModule, mut seed: u64) -> Vec<Literal> {
+    module
+        .program_shape()
+        .parameters
+        .iter()
+        .map(|s| random(s, &mut seed))
+        .collect()
+}
+
+/// `text` parsed, and run on `args` on both backends: (CPU, interpreter).
+fn run_both(text: &str, args: &[Literal]) -> (Literal, Literal) {
+    let module = oxla_text::parse_module(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let options = EvalOptions::default();
+    let exe = oxla_cpu::compile(&module).unwrap();
+    let got = exe.execute(args, &options, &NoServices).unwrap();
+    let want = oxla_interp::evaluate(&module, args, &options, &NoServices).unwrap();
+    (got, want)
+}
+
 /// Runs `text` on both backends. The executable runs three times, on two
 /// argument sets (A, B, A), with each result handed back to it: buffers it
 /// reuses hold an earlier execution's values, which must never show.
@@ -60,16 +80,8 @@ fn check_exe(text: &str, rtol: f64) -> String {
     let module: HloModule = oxla_text::parse_module(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let options = EvalOptions::default();
     let exe = oxla_cpu::compile(&module).unwrap();
-    let arguments = |mut seed: u64| -> Vec<Literal> {
-        module
-            .program_shape()
-            .parameters
-            .iter()
-            .map(|s| random(s, &mut seed))
-            .collect()
-    };
     for (run, seed) in [7, 8, 7].into_iter().enumerate() {
-        let args = arguments(seed);
+        let args = arguments(&module, seed);
         let want = oxla_interp::evaluate(&module, &args, &options, &NoServices).unwrap();
         let got = exe.execute(&args, &options, &NoServices).unwrap();
         if let Some(m) = got.first_mismatch(&want, rtol, rtol) {
@@ -768,31 +780,12 @@ fn integer_arithmetic_comparisons_and_selects_fused_into_tiled_loops() {
 fn exponentials_shared_by_a_row_sum_and_a_quotient_are_computed_once() {
     // Softmax over the last two of three dimensions, in f64: exp(x - max)
     // is a stage of its own whose rows stay in a block-sized buffer.
-    let two_dims = "HloModule s
-max {
-  a = f64[] parameter(0)
-  b = f64[] parameter(1)
-  ROOT m = f64[] maximum(a, b)
-}
-sum {
-  a = f64[] parameter(0)
-  b = f64[] parameter(1)
-  ROOT s = f64[] add(a, b)
-}
-ENTRY e {
-  x = f64[5,90,33] parameter(0)
-  ninf = f64[] constant(-inf)
-  m = f64[5] reduce(x, ninf), dimensions={1,2}, to_apply=max
-  mb = f64[5,90,33] broadcast(m), dimensions={0}
-  d = f64[5,90,33] subtract(x, mb)
-  ex = f64[5,90,33] exponential(d)
-  zero = f64[] constant(0)
-  s = f64[5] reduce(ex, zero), dimensions={1,2}, to_apply=sum
-  sb = f64[5,90,33] broadcast(s), dimensions={0}
-  ROOT q = f64[5,90,33] divide(ex, sb)
-}
-";
-    assert!(check_exe(two_dims, 1e-12).contains("row pipeline"));
+    let two_dims = SOFTMAX
+        .replace("f32", "f64")
+        .replace("700,513", "5,90,33")
+        .replace("[700]", "[5]")
+        .replace("dimensions={1}", "dimensions={1,2}");
+    assert!(check_exe(&two_dims, 1e-12).contains("row pipeline"));
     // The exponentials also a result: no pipeline can keep them, so they
     // are stored, and both users read them.
     let escaping = SOFTMAX.replace(
@@ -825,19 +818,7 @@ fn integer_shifts_and_conversions_in_typed_and_tiled_loops() {
     assert!(listing.contains("element-wise (typed)"), "{listing}");
     // NaN, infinities and values past every integer range, converted.
     let text = "HloModule t\nENTRY e {\n  c = f32[8] constant({nan, inf, -inf, 3e9, -3e9, 1e20, -0.5, 255.9})\n  x = f32[8] parameter(0)\n  s = f32[8] add(c, x)\n  a = s32[8] convert(s)\n  b = u8[8] convert(s)\n  d = u64[8] convert(s)\n  e = s64[8] convert(s)\n  ROOT t = (s32[8], u8[8], u64[8], s64[8]) tuple(a, b, d, e)\n}\n";
-    let module = oxla_text::parse_module(text).unwrap();
-    let exe = oxla_cpu::compile(&module).unwrap();
-    let zero = Literal::Array(
-        ArrayLiteral::new(
-            oxla_hlo::ArrayShape::new(PrimitiveType::F32, vec![8]).unwrap(),
-            ArrayData::F32(vec![0.0; 8]),
-        )
-        .unwrap(),
-    );
-    let options = EvalOptions::default();
-    let want =
-        oxla_interp::evaluate(&module, std::slice::from_ref(&zero), &options, &NoServices).unwrap();
-    let got = exe.execute(&[zero], &options, &NoServices).unwrap();
+    let (got, want) = run_both(text, &[Literal::vec1(&[0f32; 8])]);
     assert!(got.bitwise_eq(&want), "got {got}, want {want}");
     let parts = got.tuple_elements().unwrap();
     assert_eq!(
@@ -865,17 +846,8 @@ fn a_quotient_by_a_broadcast_is_a_product_with_its_reciprocal_as_in_xla() {
     // XLA:CPU rewrites a / broadcast(b) to a * broadcast(1 / b); the fused
     // loops compute the same bits, within an ulp of a true division.
     let text = "HloModule d\nENTRY e {\n  x = f32[300,513] parameter(0)\n  y = f32[300] parameter(1)\n  b = f32[300,513] broadcast(y), dimensions={0}\n  ROOT q = f32[300,513] divide(x, b)\n}\n";
-    let module = oxla_text::parse_module(text).unwrap();
-    let exe = oxla_cpu::compile(&module).unwrap();
-    let mut seed = 11u64;
-    let args: Vec<Literal> = module
-        .program_shape()
-        .parameters
-        .iter()
-        .map(|s| random(s, &mut seed))
-        .collect();
-    let options = EvalOptions::default();
-    let got = exe.execute(&args, &options, &NoServices).unwrap();
+    let args = arguments(&oxla_text::parse_module(text).unwrap(), 11);
+    let (got, _) = run_both(text, &args);
     let got = got.as_array().unwrap().data().clone();
     let (ArrayData::F32(q), Literal::Array(x), Literal::Array(y)) = (got, &args[0], &args[1])
     else {

@@ -25,7 +25,7 @@ use rayon::prelude::*;
 
 use super::Kernel;
 use super::fused::{PARALLEL_MIN, copy_streamed, store_fence, streams};
-use super::slices::{copy_of, row_major};
+use super::slices::{array_dims, copy_of, has_dims, row_major};
 use crate::buffer::Pool;
 use crate::value::{Buf, Value};
 
@@ -44,13 +44,9 @@ fn dims_below(dims: &[i64], rank: usize) -> Option<Vec<usize>> {
     (sorted.len() == out.len()).then_some(out)
 }
 
-fn operand_dims(comp: &HloComputation, instr: &HloInstruction, k: usize) -> Option<Vec<usize>> {
-    Some(
-        comp.instruction(*instr.operands.get(k)?)
-            .shape
-            .as_array()?
-            .dims_usize(),
-    )
+/// The numbers below `n` that are not in `taken`, in order.
+fn others(n: usize, taken: &[usize]) -> Vec<usize> {
+    (0..n).filter(|d| !taken.contains(d)).collect()
 }
 
 /// How start indices are read: the indices array's batch dimensions, and
@@ -84,7 +80,7 @@ impl Starts {
             .ok()
             .filter(|&d| d <= rank)?;
         let strides = row_major(&dims);
-        let batch_dims: Vec<usize> = (0..rank).filter(|&d| d != vector_dim).collect();
+        let batch_dims = others(rank, &[vector_dim]);
         let vector_len = dims.get(vector_dim).copied().unwrap_or(1);
         let to_operand = dims_below(to_operand, operand_rank)?;
         let operand_batching = dims_below(operand_batching, operand_rank)?;
@@ -107,6 +103,14 @@ impl Starts {
             to_operand,
             batching,
         })
+    }
+
+    /// The operand dimensions a window spans: all but `dropped` (collapsed
+    /// or inserted) and the batching ones.
+    fn window_dims(&self, rank: usize, dropped: &[usize]) -> Vec<usize> {
+        let mut taken = dropped.to_vec();
+        taken.extend(self.batching.iter().map(|b| b.0));
+        others(rank, &taken)
     }
 
     fn positions(&self) -> usize {
@@ -307,7 +311,7 @@ pub(crate) fn plan_gather(comp: &HloComputation, instr: &HloInstruction) -> Opti
     let dn = instr.attrs.gather_dnums.as_ref()?;
     let out = instr.shape.as_array()?;
     let out_dims = out.dims_usize();
-    let x_dims = operand_dims(comp, instr, 0)?;
+    let x_dims = array_dims(comp, instr, 0)?;
     let rank = x_dims.len();
     let slice_sizes: Vec<usize> = instr
         .attrs
@@ -317,7 +321,7 @@ pub(crate) fn plan_gather(comp: &HloComputation, instr: &HloInstruction) -> Opti
         .map(|&s| usize::try_from(s).ok())
         .collect::<Option<_>>()?;
     let starts = Starts::new(
-        operand_dims(comp, instr, 1)?,
+        array_dims(comp, instr, 1)?,
         dn.index_vector_dim,
         &dn.start_index_map,
         &dn.operand_batching_dims,
@@ -326,13 +330,8 @@ pub(crate) fn plan_gather(comp: &HloComputation, instr: &HloInstruction) -> Opti
     )?;
     let offset_dims = dims_below(&dn.offset_dims, out_dims.len())?;
     let collapsed = dims_below(&dn.collapsed_slice_dims, rank)?;
-    let batching: Vec<usize> = starts.batching.iter().map(|b| b.0).collect();
-    let window_dims: Vec<usize> = (0..rank)
-        .filter(|d| !collapsed.contains(d) && !batching.contains(d))
-        .collect();
-    let batch_out: Vec<usize> = (0..out_dims.len())
-        .filter(|d| !offset_dims.contains(d))
-        .collect();
+    let window_dims = starts.window_dims(rank, &collapsed);
+    let batch_out = others(out_dims.len(), &offset_dims);
     let consistent = slice_sizes.len() == rank
         && slice_sizes.iter().zip(&x_dims).all(|(s, d)| s <= d)
         && window_dims.len() == offset_dims.len()
@@ -346,9 +345,8 @@ pub(crate) fn plan_gather(comp: &HloComputation, instr: &HloInstruction) -> Opti
             .iter()
             .zip(&offset_dims)
             .all(|(&w, &o)| out_dims[o] <= slice_sizes[w])
-        && collapsed
+        && others(rank, &window_dims)
             .iter()
-            .chain(&batching)
             .all(|&c| slice_sizes[c] == 1);
     if !consistent
         || out.element_type()
@@ -435,13 +433,6 @@ impl GatherKernel {
         }
         out
     }
-}
-
-fn has_dims(a: &ArrayLiteral, dims: &[usize]) -> bool {
-    a.dims()
-        .iter()
-        .map(|&d| d as usize)
-        .eq(dims.iter().copied())
 }
 
 impl Kernel for GatherKernel {
@@ -610,7 +601,7 @@ pub(crate) fn plan_scatter(
     let u_dims = u_shape.dims_usize();
     let rank = x_dims.len();
     let starts = Starts::new(
-        operand_dims(comp, instr, 1)?,
+        array_dims(comp, instr, 1)?,
         dn.index_vector_dim,
         &dn.scatter_dims_to_operand_dims,
         &dn.input_batching_dims,
@@ -619,13 +610,8 @@ pub(crate) fn plan_scatter(
     )?;
     let update_window = dims_below(&dn.update_window_dims, u_dims.len())?;
     let inserted = dims_below(&dn.inserted_window_dims, rank)?;
-    let batching: Vec<usize> = starts.batching.iter().map(|b| b.0).collect();
-    let window_dims: Vec<usize> = (0..rank)
-        .filter(|d| !inserted.contains(d) && !batching.contains(d))
-        .collect();
-    let update_scatter: Vec<usize> = (0..u_dims.len())
-        .filter(|d| !update_window.contains(d))
-        .collect();
+    let window_dims = starts.window_dims(rank, &inserted);
+    let update_scatter = others(u_dims.len(), &update_window);
     if window_dims.len() != update_window.len()
         || !update_window.windows(2).all(|w| w[0] < w[1])
         || update_scatter.len() != starts.batch.len()

@@ -24,13 +24,25 @@ pub(crate) fn row_major(dims: &[usize]) -> Vec<usize> {
     s
 }
 
-fn array_dims(comp: &HloComputation, instr: &HloInstruction, operand: usize) -> Option<Vec<usize>> {
+pub(crate) fn array_dims(
+    comp: &HloComputation,
+    instr: &HloInstruction,
+    operand: usize,
+) -> Option<Vec<usize>> {
     Some(
         comp.instruction(*instr.operands.get(operand)?)
             .shape
             .as_array()?
             .dims_usize(),
     )
+}
+
+/// Whether `a` has dimensions `dims`.
+pub(crate) fn has_dims(a: &ArrayLiteral, dims: &[usize]) -> bool {
+    a.dims()
+        .iter()
+        .map(|&d| d as usize)
+        .eq(dims.iter().copied())
 }
 
 /// Calls `f(offset_in_block, offset_in_array)` for each innermost row of a
@@ -141,12 +153,7 @@ impl Kernel for DynamicSliceKernel {
             .ok_or("dynamic-slice needs an operand")?;
         let x = first
             .array()
-            .filter(|a| {
-                a.dims()
-                    .iter()
-                    .map(|&d| d as usize)
-                    .eq(self.dims.iter().copied())
-            })
+            .filter(|a| has_dims(a, &self.dims))
             .ok_or("dynamic-slice reads an array of its operand's shape")?;
         let start = starts(rest, &self.dims, &self.sizes)?;
         let data: ArrayData =
@@ -212,19 +219,9 @@ impl Kernel for DynamicUpdateSliceKernel {
         };
         let update = inputs[1]
             .array()
-            .filter(|a| {
-                a.dims()
-                    .iter()
-                    .map(|&d| d as usize)
-                    .eq(self.update.iter().copied())
-            })
+            .filter(|a| has_dims(a, &self.update))
             .ok_or("dynamic-update-slice reads an update of its declared shape")?;
-        if !target
-            .dims()
-            .iter()
-            .map(|&d| d as usize)
-            .eq(self.dims.iter().copied())
-        {
+        if !has_dims(&target, &self.dims) {
             return Err("dynamic-update-slice reads an operand of its declared shape".into());
         }
         let ty = target.element_type();
