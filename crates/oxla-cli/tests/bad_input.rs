@@ -253,11 +253,29 @@ fn deep_call_chain() {
     t.push_str(
         "ENTRY e {\n  p = f32[] parameter(0)\n  ROOT r = f32[] call(p), to_apply=c10000\n}\n",
     );
-    let line = run_error(&t, &[], &[]);
+    // The interpreter runs calls as calls, and stops at its depth limit.
+    let line = run_error(&t, &[], &["--backend", "interp"]);
     assert_eq!(
         line,
         "error: in computation `c9937`, instruction `r` (call): calls nest more than 64 levels deep"
     );
+    // The CPU backend inlines the chain into one negation, as XLA does.
+    let dir = std::env::temp_dir().join(format!("oxla-deep-call-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("m.hlo"), &t).unwrap();
+    let x = npy(
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (), }",
+        &1.5f32.to_le_bytes(),
+    );
+    std::fs::write(dir.join("x.npy"), x).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_oxla"))
+        .args(["run", "m.hlo", "--input", "x.npy"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "f32[] -1.5");
 }
 
 #[test]

@@ -158,7 +158,12 @@ impl CpuExecutable {
                 }));
             }
         }
-        let (module, programs) = if options.flush_denormals {
+        // The passes unroll loops of at most `MAX_TRIPS` iterations; under a
+        // lower iteration limit such a loop must still stop with the error.
+        let unrolled_too_far = options
+            .while_iteration_limit
+            .is_some_and(|l| l < oxla_passes::MAX_TRIPS as u64);
+        let (module, programs) = if options.flush_denormals || unrolled_too_far {
             (&self.original, &self.interpreted)
         } else {
             (&self.module, &self.programs)

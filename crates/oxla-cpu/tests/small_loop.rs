@@ -127,7 +127,8 @@ ENTRY e {
 #[test]
 fn index_operations_generic_functions_and_float_edge_cases() {
     // The body reverses, transposes, slices, broadcasts, divides by zero in
-    // integers, takes exp, selects and clamps, eight times.
+    // integers, takes exp, selects and clamps, twenty times (more than the
+    // passes unroll).
     let text = "HloModule g
 body {
   p = (s32[], f32[2,3]) parameter(0)
@@ -160,7 +161,7 @@ body {
 cond {
   p = (s32[], f32[2,3]) parameter(0)
   i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant(8)
+  n = s32[] constant(20)
   ROOT lt = pred[] compare(i, n), direction=LT
 }
 ENTRY e {
@@ -215,7 +216,7 @@ body {
 cond {
   p = (s32[], f64[3], f64[3], f64[3]) parameter(0)
   i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant(5)
+  n = s32[] constant(12)
   ROOT lt = pred[] compare(i, n), direction=LT
 }
 ENTRY e {
@@ -240,12 +241,20 @@ ENTRY e {
 
 #[test]
 fn a_loop_that_never_runs_returns_its_state() {
-    let text = SPEC_WHILE.replace("constant(1000)", "constant(-1)");
+    // The counter starts at a value known only when the loop runs (1, from
+    // the input), so the passes cannot unroll the loop away.
+    let text = SPEC_WHILE
+        .replace("constant(1000)", "constant(-1)")
+        .replace(
+            "zero = s32[] constant(0)\n  acc = f32[10] parameter(0)",
+            "acc = f32[10] parameter(0)\n  a0 = f32[1] slice(acc), slice={[0:1]}\n  \
+         a1 = f32[] reshape(a0)\n  zero = s32[] convert(a1)",
+        );
     let acc = Literal::vec1(&[1.5f32; 10]);
     let v = Literal::vec1(&[2f32; 10]);
     let out = check(&text, &[acc, v]);
     let parts = out.tuple_elements().unwrap();
-    assert_eq!(parts[0].to_scalar::<i32>().unwrap(), 0);
+    assert_eq!(parts[0].to_scalar::<i32>().unwrap(), 1);
     assert_eq!(parts[1].to_vec::<f32>().unwrap(), vec![1.5f32; 10]);
 }
 
@@ -459,7 +468,7 @@ body {
 cond {
   p = (s32[], s32[], f32[], u8[], pred[], f64[]) parameter(0)
   i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant(7)
+  n = s32[] constant(11)
   ROOT lt = pred[] compare(i, n), direction=LT
 }
 ENTRY e {
@@ -474,18 +483,19 @@ ENTRY e {
 ";
     let out = check(text, &[]);
     let parts = out.tuple_elements().unwrap();
-    assert_eq!(parts[0].to_scalar::<i32>().unwrap(), 7);
-    assert_eq!(parts[1].to_scalar::<i32>().unwrap(), 18);
+    assert_eq!(parts[0].to_scalar::<i32>().unwrap(), 11);
+    assert_eq!(parts[1].to_scalar::<i32>().unwrap(), 30);
     // i = 0, 1, 2: index -3, -2, -1 (the last branch, x * -2); i = 3: x + 1;
-    // i = 4, 5, 6: index 1, 2, 3 (x * -2).
+    // i = 4 to 10: index 1 to 7 (x * -2).
     let mut x = 0.5f32;
-    for i in 0..7 {
+    for i in 0..11 {
         x = if i == 3 { x + 1.0 } else { x * -2.0 };
     }
     assert_eq!(parts[2].to_scalar::<f32>().unwrap(), x);
-    assert_eq!(parts[3].to_scalar::<u8>().unwrap(), (7 * 200 % 256) as u8);
+    assert_eq!(parts[3].to_scalar::<u8>().unwrap(), (11 * 200 % 256) as u8);
     assert!(parts[4].to_scalar::<bool>().unwrap());
-    // d * -0.5 on the turns the flag is true (i = 1, 3, 5): -0, +0, -0.
+    // d * -0.5 on the turns the flag is true (i = 1, 3, 5, 7, 9): -0, +0,
+    // -0, +0, -0.
     let d = parts[5].to_scalar::<f64>().unwrap();
     assert_eq!(d.to_bits(), (-0f64).to_bits());
 }
@@ -520,7 +530,7 @@ body {
 cond {
   p = (s32[], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4]) parameter(0)
   i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant(5)
+  n = s32[] constant(12)
   ROOT lt = pred[] compare(i, n), direction=LT
 }
 ENTRY e {
@@ -539,7 +549,7 @@ ENTRY e {
     for lane in 0..4 {
         let v = v[lane];
         let [mut a, mut b, mut c, mut d, mut e, mut f] = [x[lane]; 6];
-        for _ in 0..5 {
+        for _ in 0..12 {
             let big = e > a;
             let d1 = v * v;
             (a, b, c, d, e, f) = (a + v, v - b, c + c, d1, if big { v } else { c }, f + d1);
@@ -548,6 +558,37 @@ ENTRY e {
         for (k, w) in want.iter().enumerate() {
             let got = parts[k + 2].to_vec::<f32>().unwrap()[lane];
             assert_eq!(got.to_bits(), w.to_bits(), "part {} lane {lane}", k + 2);
+        }
+    }
+}
+
+#[test]
+fn unrolled_loops_still_stop_at_a_lower_iteration_limit() {
+    // Five trips: the passes unroll this loop, but a limit of 3 must still
+    // stop it with the interpreter's error; a limit of 5 lets it finish.
+    let text = SPEC_WHILE.replace("constant(1000)", "constant(5)");
+    let (module, exe) = compile(&text);
+    assert!(!exe.describe().contains("while"), "{}", exe.describe());
+    let args = [Literal::vec1(&[0f32; 10]), Literal::vec1(&[1f32; 10])];
+    for limit in [3, 5] {
+        let options = EvalOptions {
+            while_iteration_limit: Some(limit),
+            ..EvalOptions::default()
+        };
+        let want = oxla_interp::evaluate(&module, &args, &options, &NoServices);
+        let got = exe.execute(&args, &options, &NoServices);
+        match (want, got) {
+            (Err(w), Err(g)) => {
+                assert_eq!(limit, 3);
+                assert_eq!(g.to_string(), w.to_string());
+            }
+            (Ok(w), Ok(g)) => {
+                assert_eq!(limit, 5);
+                assert!(g.bitwise_eq(&w), "got {g}, want {w}");
+                let acc = g.tuple_elements().unwrap()[1].to_vec::<f32>().unwrap();
+                assert_eq!(acc, vec![5f32; 10]);
+            }
+            (w, g) => panic!("limit {limit}: interpreter {w:?}, cpu {g:?}"),
         }
     }
 }

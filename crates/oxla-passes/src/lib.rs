@@ -10,12 +10,17 @@ mod dce;
 mod effects;
 mod fold;
 mod forward;
+mod inline;
 mod simplify;
+mod splice;
+mod unroll;
 
 pub use cse::Cse;
 pub use dce::Dce;
 pub use fold::FoldConstants;
+pub use inline::Inline;
 pub use simplify::Simplify;
+pub use unroll::{MAX_TRIPS, UnrollWhile};
 
 use oxla_hlo::HloModule;
 
@@ -44,10 +49,13 @@ impl Pipeline {
         }
     }
 
-    /// The pipeline the compiler uses: simplify, fold constants, merge
-    /// common subexpressions, drop dead code.
+    /// The pipeline the compiler uses: inline calls, unroll short counted
+    /// loops, simplify, fold constants, merge common subexpressions, drop
+    /// dead code.
     pub fn standard() -> Pipeline {
         Pipeline::new(vec![
+            Box::new(Inline),
+            Box::new(UnrollWhile),
             Box::new(Simplify),
             Box::new(FoldConstants::default()),
             Box::new(Cse),

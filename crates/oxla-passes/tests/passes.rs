@@ -4,7 +4,7 @@
 
 use oxla_hlo::{HloModule, Literal};
 use oxla_interp::{EvalOptions, NoServices};
-use oxla_passes::{Cse, Dce, FoldConstants, Pass, Pipeline, Simplify};
+use oxla_passes::{Cse, Dce, FoldConstants, Inline, Pass, Pipeline, Simplify, UnrollWhile};
 
 /// The entry computation's instruction lines, normalised.
 fn entry_lines(module: &HloModule) -> Vec<String> {
@@ -497,8 +497,18 @@ fn the_pipeline_reports_every_pass_and_reaches_a_fixed_point() {
     Pipeline::standard().run_observed(&mut m, &mut |pass, round, changed, _| {
         seen.push((pass.to_string(), round, changed))
     });
-    let names: Vec<&str> = seen.iter().take(4).map(|(p, _, _)| p.as_str()).collect();
-    assert_eq!(names, ["simplify", "fold-constants", "cse", "dce"]);
+    let names: Vec<&str> = seen.iter().take(6).map(|(p, _, _)| p.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "inline",
+            "unroll-while",
+            "simplify",
+            "fold-constants",
+            "cse",
+            "dce"
+        ]
+    );
     let last_round = seen.last().unwrap().1;
     assert!(
         seen.iter().filter(|s| s.1 == last_round).all(|s| !s.2),
@@ -565,4 +575,153 @@ fn calls_of_computations_that_draw_random_numbers_stay() {
             "ROOT t = (f32[3], f32[3]) tuple(a, b)",
         ],
     );
+}
+
+fn inline_and_unroll() -> Vec<Box<dyn Pass>> {
+    vec![
+        Box::new(Inline),
+        Box::new(UnrollWhile),
+        Box::new(Simplify),
+        Box::new(FoldConstants::default()),
+        Box::new(Dce),
+    ]
+}
+
+#[test]
+fn calls_are_inlined_through_every_level() {
+    check(
+        inline_and_unroll(),
+        "HloModule m
+        square {
+          x = f32[4] parameter(0)
+          ROOT y = f32[4] multiply(x, x)
+        }
+        pair {
+          a = f32[4] parameter(0)
+          b = f32[4] parameter(1)
+          s = f32[4] call(a), to_apply=square
+          ROOT t = (f32[4], f32[4]) tuple(s, b)
+        }
+        ENTRY e {
+          p = f32[4] parameter(0)
+          q = f32[4] parameter(1)
+          c = (f32[4], f32[4]) call(q, p), to_apply=pair
+          y = f32[4] multiply(p, p)
+          first = f32[4] get-tuple-element(c), index=0
+          second = f32[4] get-tuple-element(c), index=1
+          ROOT r = f32[4] subtract(first, second)
+        }",
+        &[
+            "p = f32[4] parameter(0)",
+            "q = f32[4] parameter(1)",
+            // Copies get names no other instruction of the module has.
+            "y.1.1 = f32[4] multiply(q, q)",
+            "ROOT r = f32[4] subtract(y.1.1, p)",
+        ],
+    );
+}
+
+#[test]
+fn calls_with_effects_are_not_inlined() {
+    let text = "HloModule m
+        noisy {
+          x = f32[] parameter(0)
+          one = f32[] constant(1)
+          ROOT r = f32[] rng(x, one), distribution=rng_uniform
+        }
+        ENTRY e {
+          z = f32[] constant(0)
+          ROOT c = f32[] call(z), to_apply=noisy
+        }";
+    let mut m = oxla_text::parse_module(text).unwrap();
+    assert!(!Inline.run(&mut m));
+}
+
+/// A loop whose state is `(counter, x)`: `x = x * x` while `counter DIR
+/// limit` (operands in that order, or swapped), the counter moving by
+/// `step`; `x` starts as the parameter and the counter at `start`.
+fn counted_loop(ty: &str, start: i64, step: i64, cond: &str) -> String {
+    format!(
+        "HloModule m
+        cond {{
+          s = ({ty}[], f32[4]) parameter(0)
+          i = {ty}[] get-tuple-element(s), index=0
+          {cond}
+        }}
+        body {{
+          s = ({ty}[], f32[4]) parameter(0)
+          i = {ty}[] get-tuple-element(s), index=0
+          x = f32[4] get-tuple-element(s), index=1
+          step = {ty}[] constant({step})
+          next = {ty}[] add(i, step)
+          y = f32[4] multiply(x, x)
+          ROOT t = ({ty}[], f32[4]) tuple(next, y)
+        }}
+        ENTRY e {{
+          p = f32[4] parameter(0)
+          start = {ty}[] constant({start})
+          init = ({ty}[], f32[4]) tuple(start, p)
+          w = ({ty}[], f32[4]) while(init), condition=cond, body=body
+          ROOT x = f32[4] get-tuple-element(w), index=1
+        }}"
+    )
+}
+
+/// The entry after unrolling `trips` squarings of `p`.
+fn squarings(trips: usize) -> Vec<String> {
+    let mut lines = vec!["p = f32[4] parameter(0)".to_string()];
+    let mut last = "p".to_string();
+    for k in 1..=trips {
+        let root = if k == trips { "ROOT " } else { "" };
+        lines.push(format!("{root}y.{k} = f32[4] multiply({last}, {last})"));
+        last = format!("y.{k}");
+    }
+    if trips == 0 {
+        lines[0] = "ROOT p = f32[4] parameter(0)".to_string();
+    }
+    lines
+}
+
+fn check_unrolled(text: &str, trips: usize) {
+    let expected = squarings(trips);
+    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    check(inline_and_unroll(), text, &expected);
+}
+
+#[test]
+fn counted_loops_are_unrolled() {
+    let lt = "limit = s32[] constant(3)\n ROOT c = pred[] compare(i, limit), direction=LT";
+    check_unrolled(&counted_loop("s32", 0, 1, lt), 3);
+    // The bound on the left, a count down, and a step past the bound.
+    let gt = "limit = s32[] constant(5)\n ROOT c = pred[] compare(limit, i), direction=GT";
+    check_unrolled(&counted_loop("s32", -2, 3, gt), 3);
+    let down = "limit = s64[] constant(0)\n ROOT c = pred[] compare(i, limit), direction=GE";
+    check_unrolled(&counted_loop("s64", 4, -2, down), 3);
+    // No trips: the loop is its initial state.
+    check_unrolled(&counted_loop("s32", 7, 1, lt), 0);
+    // The counter wraps as u8 arithmetic does: 254, 255, 0, 1, then 2 stops.
+    let ne = "limit = u8[] constant(2)\n ROOT c = pred[] compare(i, limit), direction=NE";
+    check_unrolled(&counted_loop("u8", 254, 1, ne), 4);
+}
+
+#[test]
+fn long_or_uncounted_loops_stay_loops() {
+    let has_while = |text: &str| {
+        let mut m = oxla_text::parse_module(text).unwrap();
+        Pipeline::new(inline_and_unroll()).run(&mut m);
+        oxla_text::print_module(&m).contains("while(")
+    };
+    let lt = |n: usize| {
+        format!("limit = s32[] constant({n})\n ROOT c = pred[] compare(i, limit), direction=LT")
+    };
+    let max = oxla_passes::MAX_TRIPS;
+    assert!(!has_while(&counted_loop("s32", 0, 1, &lt(max))));
+    assert!(has_while(&counted_loop("s32", 0, 1, &lt(max + 1))));
+    assert!(has_while(&counted_loop("s32", 0, 1, &lt(1000))));
+    // Never stops: the counter does not move.
+    assert!(has_while(&counted_loop("s32", 0, 0, &lt(3))));
+    // The bound is not a constant.
+    let param = counted_loop("s32", 0, 1, &lt(3))
+        .replace("start = s32[] constant(0)", "start = s32[] parameter(1)");
+    assert!(has_while(&param));
 }
