@@ -298,6 +298,9 @@ fn typed_op(comp: &HloComputation, instr: &HloInstruction) -> Option<TypedOp> {
         (Opcode::Convert, [x]) => {
             typed::convert_fn(x.element_type(), out.element_type()).map(TypedOp::Convert)
         }
+        (Opcode::BitcastConvert, [x]) => {
+            typed::bitcast_fn(x.element_type(), out.element_type()).map(TypedOp::Convert)
+        }
         (_, [_, _]) => typed::binary_fn(instr, comp).map(|t| TypedOp::Binary(t.array)),
         _ => None,
     }
@@ -349,6 +352,53 @@ fn plan_tiled(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<P
     if members.len() < 2 {
         return None;
     }
+    // How each member is computed, by the instructions it reads.
+    enum Form {
+        Splat(usize),
+        Binary(crate::kernels::typed::BinFn, usize, usize),
+        BinarySplat(crate::kernels::typed::SplatFn, usize, usize),
+        Rotate(crate::kernels::typed::RotateFn, usize, u32),
+        Select(usize, usize, usize),
+        Convert(crate::kernels::typed::ConvertFn, usize),
+    }
+    let is_splat = |o: usize| members.contains(&o) && splat(&instrs[o]);
+    let form = |m: usize| -> Option<Form> {
+        let instr = &instrs[m];
+        let ops: Vec<usize> = instr.operands.iter().map(|o| o.index()).collect();
+        if splat(instr) {
+            return Some(Form::Splat(*ops.first()?));
+        }
+        if let Some((f, x, k)) = rotation(comp, &members, users, m) {
+            return Some(Form::Rotate(f, x, k));
+        }
+        Some(match (typed_op(comp, instr)?, ops.as_slice()) {
+            (TypedOp::Binary(f), &[a, b]) => {
+                let fns = crate::kernels::typed::binary_fn(instr, comp).and_then(|t| t.splat);
+                match fns {
+                    Some([fa, _]) if is_splat(b) && !is_splat(a) => {
+                        Form::BinarySplat(fa, a, instrs[b].operands.first()?.index())
+                    }
+                    Some([_, fb]) if is_splat(a) && !is_splat(b) => {
+                        Form::BinarySplat(fb, b, instrs[a].operands.first()?.index())
+                    }
+                    _ => Form::Binary(f, a, b),
+                }
+            }
+            (TypedOp::Select, &[p, a, b]) => Form::Select(p, a, b),
+            (TypedOp::Convert(f), &[a]) => Form::Convert(f, a),
+            _ => return None,
+        })
+    };
+    let reads = |f: &Form| -> Vec<usize> {
+        match *f {
+            Form::Splat(_) => vec![],
+            Form::Binary(_, a, b) => vec![a, b],
+            Form::BinarySplat(_, a, _) | Form::Rotate(_, a, _) | Form::Convert(_, a) => vec![a],
+            Form::Select(p, a, b) => vec![p, a, b],
+        }
+    };
+    // Nodes are made on demand from the root, operands first, so members
+    // folded into a rotation or a scalar operand get none of their own.
     let mut inputs: Vec<usize> = Vec::new();
     let mut nodes: Vec<(Node, PrimitiveType)> = Vec::new();
     let mut node_of: HashMap<usize, usize> = HashMap::new();
@@ -359,39 +409,96 @@ fn plan_tiled(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<P
             inputs.len() - 1
         }
     };
-    for &m in &members {
-        let instr = &instrs[m];
-        let ty = instr.shape.element_type()?;
-        let node = if splat(instr) {
-            Node::Splat(input(instr.operands.first()?.index(), &mut inputs))
-        } else {
-            let mut args = Vec::with_capacity(instr.operands.len());
-            for o in &instr.operands {
-                let o = o.index();
-                let at = match node_of.get(&o) {
-                    Some(&n) => n,
-                    None => {
-                        let j = input(o, &mut inputs);
-                        nodes.push((Node::Input(j), instrs[o].shape.element_type()?));
-                        node_of.insert(o, nodes.len() - 1);
-                        nodes.len() - 1
-                    }
-                };
-                args.push(at);
-            }
-            match (typed_op(comp, instr)?, args.as_slice()) {
-                (TypedOp::Binary(f), &[a, b]) => Node::Binary(f, a, b),
-                (TypedOp::Select, &[p, a, b]) => Node::Select(p, a, b),
-                (TypedOp::Convert(f), &[a]) => Node::Convert(f, a),
-                _ => return None,
-            }
+    let mut stack = vec![(k, false)];
+    while let Some((m, ready)) = stack.pop() {
+        if node_of.contains_key(&m) {
+            continue;
+        }
+        let ty = instrs[m].shape.element_type()?;
+        if !members.contains(&m) {
+            let j = input(m, &mut inputs);
+            nodes.push((Node::Input(j), ty));
+            node_of.insert(m, nodes.len() - 1);
+            continue;
+        }
+        let f = form(m)?;
+        if !ready {
+            stack.push((m, true));
+            stack.extend(reads(&f).into_iter().rev().map(|o| (o, false)));
+            continue;
+        }
+        let at = |o: usize| node_of.get(&o).copied();
+        let node = match f {
+            Form::Splat(src) => Node::Splat(input(src, &mut inputs)),
+            Form::Binary(f, a, b) => Node::Binary(f, at(a)?, at(b)?),
+            Form::BinarySplat(f, a, src) => Node::BinarySplat(f, at(a)?, input(src, &mut inputs)),
+            Form::Rotate(f, a, k) => Node::Rotate(f, at(a)?, k),
+            Form::Select(p, a, b) => Node::Select(at(p)?, at(a)?, at(b)?),
+            Form::Convert(f, a) => Node::Convert(f, at(a)?),
         };
         nodes.push((node, ty));
         node_of.insert(m, nodes.len() - 1);
     }
-    // The root, the largest member, is the last node.
-    let kernel = TiledLoop { nodes, shape };
+    // The root was made last.
+    let kernel = TiledLoop::new(nodes, shape);
     Some((members, Box::new(kernel), inputs))
+}
+
+/// The value of a constant with one integer element.
+fn constant_int(instr: &HloInstruction) -> Option<i128> {
+    let array = instr.attrs.literal.as_ref()?.as_array()?;
+    match (instr.opcode, array.element_count()) {
+        (Opcode::Constant, 1) => match array.data().scalar(0) {
+            oxla_hlo::Scalar::Int(v) => Some(v),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Member `m` of a tiled loop as a rotation: `or(shift-left(x, k),
+/// shift-right-logical(x, width - k))` by constant splats, the shifts read
+/// by nothing else (JAX's threefry rotates this way). Returns the rotation,
+/// `x` and `k`.
+fn rotation(
+    comp: &HloComputation,
+    members: &BTreeSet<usize>,
+    users: &[Vec<usize>],
+    m: usize,
+) -> Option<(crate::kernels::typed::RotateFn, usize, u32)> {
+    let instrs = comp.instructions();
+    let instr = &instrs[m];
+    let &[a, b] = instr.operands.as_slice() else {
+        return None;
+    };
+    let (a, b) = (a.index(), b.index());
+    let (left, right) = match (instrs[a].opcode, instrs[b].opcode) {
+        (Opcode::ShiftLeft, Opcode::ShiftRightLogical) => (a, b),
+        (Opcode::ShiftRightLogical, Opcode::ShiftLeft) => (b, a),
+        _ => return None,
+    };
+    let ty = instr.shape.element_type()?;
+    let width = ty.bit_width() as i128;
+    // The constant a member splats.
+    let amount = |s: usize| -> Option<i128> {
+        let splat = &instrs[s];
+        if splat.opcode != Opcode::Broadcast || !members.contains(&s) {
+            return None;
+        }
+        constant_int(comp.instruction(*splat.operands.first()?))
+    };
+    let shift = |s: usize| -> Option<(usize, i128)> {
+        let shift = &instrs[s];
+        let &[x, by] = shift.operands.as_slice() else {
+            return None;
+        };
+        (members.contains(&s) && users[s] == [m]).then_some(())?;
+        Some((x.index(), amount(by.index())?))
+    };
+    let ((x, k), (y, j)) = (shift(left)?, shift(right)?);
+    let ok = instr.opcode == Opcode::Or && x == y && (0..=width).contains(&k) && k + j == width;
+    let f = crate::kernels::typed::rotate_fn(ty)?;
+    ok.then_some((f, x, (k % width) as u32))
 }
 
 /// A chain of index operations over one input, of any element type: a copy.
@@ -682,6 +789,15 @@ impl<'c> Builder<'c> {
             let op = if let Some(u) = unary_of(instr.opcode) {
                 Op::Unary(u, ops[0])
             } else if let Some(b) = binary_of(instr.opcode) {
+                // XLA:CPU multiplies by the reciprocal of a broadcast divisor.
+                let by_broadcast = instr
+                    .operands
+                    .get(1)
+                    .is_some_and(|d| self.comp.instruction(*d).opcode == Opcode::Broadcast);
+                let b = match b {
+                    Binary::Div if by_broadcast => Binary::DivByBroadcast,
+                    b => b,
+                };
                 Op::Binary(b, ops[0], ops[1])
             } else {
                 match instr.opcode {
@@ -859,4 +975,57 @@ pub(crate) fn allocate_registers(
         }
     }
     (out, (count, physical))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Which `or`s of `text`'s entry are rotations, and by how much.
+    fn rotations(text: &str) -> Vec<(String, u32)> {
+        let module = oxla_text::parse_module(text).unwrap();
+        let comp = module.entry();
+        let users: Vec<Vec<usize>> = comp
+            .users()
+            .into_iter()
+            .map(|u| u.into_iter().map(|i| i.index()).collect())
+            .collect();
+        let members: BTreeSet<usize> = (0..comp.instructions().len()).collect();
+        (0..comp.instructions().len())
+            .filter_map(|m| {
+                rotation(comp, &members, &users, m)
+                    .map(|(_, _, k)| (comp.instructions()[m].name.clone(), k))
+            })
+            .collect()
+    }
+
+    fn rotate(k: i64, j: i64, ty: &str) -> String {
+        format!(
+            "HloModule t\nENTRY e {{\n  x = {ty}[8] parameter(0)\n  k = {ty}[] constant({k})\n  j = {ty}[] constant({j})\n  kb = {ty}[8] broadcast(k), dimensions={{}}\n  jb = {ty}[8] broadcast(j), dimensions={{}}\n  l = {ty}[8] shift-left(x, kb)\n  r = {ty}[8] shift-right-logical(x, jb)\n  ROOT o = {ty}[8] or(r, l)\n}}\n"
+        )
+    }
+
+    #[test]
+    fn rotations_are_shift_pairs_whose_amounts_make_the_width() {
+        assert_eq!(rotations(&rotate(13, 19, "u32")), [("o".to_string(), 13)]);
+        assert_eq!(rotations(&rotate(0, 32, "u32")), [("o".to_string(), 0)]);
+        assert_eq!(rotations(&rotate(32, 0, "u32")), [("o".to_string(), 0)]);
+        assert_eq!(rotations(&rotate(60, 4, "s64")), [("o".to_string(), 60)]);
+        assert!(rotations(&rotate(13, 20, "u32")).is_empty());
+        assert!(rotations(&rotate(33, -1, "s32")).is_empty());
+        // u8 has no rotation kernel.
+        assert!(rotations(&rotate(3, 5, "u8")).is_empty());
+        // A shift read by something else is computed anyway.
+        let shared = rotate(13, 19, "u32").replace(
+            "ROOT o = u32[8] or(r, l)",
+            "o = u32[8] or(r, l)\n  ROOT t = (u32[8], u32[8]) tuple(o, l)",
+        );
+        assert!(rotations(&shared).is_empty());
+        // Shifts of different values are not a rotation.
+        let two = rotate(13, 19, "u32").replace(
+            "r = u32[8] shift-right-logical(x, jb)",
+            "r = u32[8] shift-right-logical(kb, jb)",
+        );
+        assert!(rotations(&two).is_empty());
+    }
 }

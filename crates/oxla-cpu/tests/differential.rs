@@ -862,4 +862,77 @@ fn a_quotient_by_a_broadcast_is_a_product_with_its_reciprocal_as_in_xla() {
         let ulps = (q.to_bits() as i64 - (xi / yi).to_bits() as i64).abs();
         assert!(ulps <= 1, "element {i}: {q} against {}", xi / yi);
     }
+    // Along the minor dimension too (the divisor changes within a tile).
+    let minor = "HloModule d\nENTRY e {\n  x = f32[300,513] parameter(0)\n  y = f32[513] parameter(1)\n  b = f32[300,513] broadcast(y), dimensions={1}\n  ROOT q = f32[300,513] divide(x, b)\n}\n";
+    let (got, _) = run_both(minor, &[args[0].clone(), Literal::vec1(&[3f32; 513])]);
+    let third = 1.0f32 / 3.0;
+    for (i, q) in got.to_vec::<f32>().unwrap().into_iter().enumerate() {
+        assert_eq!(q.to_bits(), (x[i] * third).to_bits(), "element {i}");
+    }
+    // Any other quotient is a true division, even of one value by one
+    // value (41 * (1 / 41) is not 1), in a loop or alone.
+    let scalar =
+        "HloModule d\nENTRY e {\n  x = f32[] parameter(0)\n  ROOT q = f32[] divide(x, x)\n}\n";
+    let arrays = "HloModule d\nENTRY e {\n  x = f32[4000] parameter(0)\n  y = f32[4000] parameter(1)\n  a = f32[4000] add(x, y)\n  ROOT q = f32[4000] divide(a, a)\n}\n";
+    assert_ne!(41f32 * (1.0 / 41.0), 1.0);
+    let (got, want) = run_both(scalar, &[Literal::scalar(41f32)]);
+    assert!(got.bitwise_eq(&want), "got {got}, want {want}");
+    assert_eq!(got.to_scalar::<f32>().unwrap(), 1.0);
+    let (got, want) = run_both(
+        arrays,
+        &[Literal::vec1(&[40f32; 4000]), Literal::vec1(&[1f32; 4000])],
+    );
+    assert!(got.bitwise_eq(&want), "got {got}, want {want}");
+}
+
+#[test]
+fn rotations_scalar_operands_and_bitcasts_in_tiled_loops() {
+    // or(shl(x, k), shr(x, w - k)) by constants is a rotation, k from 0 to
+    // the width; amounts that do not add up to the width, and a shift read
+    // by something else too, stay shifts. Scalars on either side of an
+    // operation, and bitcasts between u32, s32 and f32 (NaN bits kept).
+    let mut body = String::from(
+        "  x = u32[70001] parameter(0)\n  y = s64[70001] parameter(1)\n  acc0 = u32[70001] add(x, x)\n",
+    );
+    let mut last = "acc0".to_string();
+    for (i, (k, j)) in [(0, 32), (1, 31), (13, 19), (31, 1), (32, 0), (5, 20)]
+        .iter()
+        .enumerate()
+    {
+        body.push_str(&format!(
+            "  k{i} = u32[] constant({k})\n  j{i} = u32[] constant({j})\n  kb{i} = u32[70001] broadcast(k{i}), dimensions={{}}\n  jb{i} = u32[70001] broadcast(j{i}), dimensions={{}}\n  l{i} = u32[70001] shift-left({last}, kb{i})\n  r{i} = u32[70001] shift-right-logical({last}, jb{i})\n  o{i} = u32[70001] or(l{i}, r{i})\n  acc{n} = u32[70001] xor(o{i}, x)\n",
+            n = i + 1
+        ));
+        last = format!("acc{}", i + 1);
+    }
+    body.push_str(&format!(
+        "  ten = u32[] constant(10)\n  tb = u32[70001] broadcast(ten), dimensions={{}}\n  d = u32[70001] subtract(tb, {last})\n  e = u32[70001] shift-right-logical(d, tb)\n  both = u32[70001] add(l0, e)\n  f = f32[70001] bitcast-convert(both)\n  g = s32[70001] bitcast-convert(f)\n  h = u32[70001] bitcast-convert(g)\n  sixty = s64[] constant(60)\n  sb = s64[70001] broadcast(sixty), dimensions={{}}\n  ys = s64[70001] shift-left(y, sb)\n  four = s64[] constant(4)\n  fb = s64[70001] broadcast(four), dimensions={{}}\n  yr = s64[70001] shift-right-logical(y, fb)\n  yo = s64[70001] or(ys, yr)\n  yf = f64[70001] bitcast-convert(yo)\n  ROOT t = (u32[70001], f32[70001], u32[70001], f64[70001]) tuple(both, f, h, yf)\n"
+    ));
+    let text = format!("HloModule t\nENTRY e {{\n{body}}}\n");
+    let listing = check_exe(&text, 0.0);
+    assert!(listing.contains("tiled loop"), "{listing}");
+    // f32 NaNs and infinities from u32 bits, bit for bit.
+    let (got, want) = run_both(
+        "HloModule t\nENTRY e {\n  x = u32[6] parameter(0)\n  f = f32[6] bitcast-convert(x)\n  ROOT g = s32[6] bitcast-convert(f)\n}\n",
+        &[Literal::vec1(&[
+            0x7fc0_0001u32,
+            0xffc0_0000,
+            0x7f80_0000,
+            0xff80_0001,
+            0,
+            0x8000_0000,
+        ])],
+    );
+    assert!(got.bitwise_eq(&want), "got {got}, want {want}");
+    assert_eq!(
+        got.to_vec::<i32>().unwrap(),
+        vec![
+            0x7fc0_0001,
+            0xffc0_0000u32 as i32,
+            0x7f80_0000,
+            0xff80_0001u32 as i32,
+            0,
+            i32::MIN
+        ]
+    );
 }

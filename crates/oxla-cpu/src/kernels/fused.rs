@@ -61,6 +61,11 @@ pub(crate) enum Binary {
     Sub,
     Mul,
     Div,
+    /// A quotient by a broadcast divisor, computed as XLA:CPU rewrites
+    /// `a / broadcast(b)`: `a * broadcast(1 / b)`, within an ulp of the
+    /// quotient, and one division per tile where the divisor is the same
+    /// across it.
+    DivByBroadcast,
     Max,
     Min,
     Pow,
@@ -368,13 +373,10 @@ fn binary_loop<T: Float>(op: Binary, out: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>
         Binary::Add => map2a(out, a, b, |x, y| x + y),
         Binary::Sub => map2a(out, a, b, |x, y| x - y),
         Binary::Mul => map2a(out, a, b, |x, y| x * y),
-        // A quotient by one value across the tile (a broadcast divisor) is
-        // a product with its reciprocal, as XLA:CPU rewrites
-        // `a / broadcast(b)` to `a * broadcast(1 / b)`: the same bits as
-        // XLA, and one division per tile instead of one per element.
-        Binary::Div => match b {
+        Binary::Div => map2a(out, a, b, |x, y| x / y),
+        Binary::DivByBroadcast => match b {
             Arg::Splat(y) => map2a(out, a, Arg::Splat(T::from_f64(1.0) / y), |x, r| x * r),
-            Arg::Slice(_) => map2a(out, a, b, |x, y| x / y),
+            Arg::Slice(_) => map2a(out, a, b, |x, y| x * (T::from_f64(1.0) / y)),
         },
         Binary::Max => map2a(out, a, b, |x, y| binary(Binary::Max, x, y)),
         Binary::Min => map2a(out, a, b, |x, y| binary(Binary::Min, x, y)),
@@ -405,6 +407,7 @@ fn binary<T: Float>(op: Binary, a: T, b: T) -> T {
         Binary::Sub => a - b,
         Binary::Mul => a * b,
         Binary::Div => a / b,
+        Binary::DivByBroadcast => a * (T::from_f64(1.0) / b),
         Binary::Max => super::minmax::max(a, b),
         Binary::Min => super::minmax::min(a, b),
         Binary::Pow => T::pow(a, b),

@@ -59,7 +59,7 @@ pub(crate) fn select(
             slices::plan_dynamic_update_slice(comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>)
         }
         Opcode::BitcastConvert => {
-            slices::plan_bitcast_convert(instr).map(|k| Box::new(k) as Box<dyn Kernel>)
+            slices::plan_bitcast_convert(comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>)
         }
         Opcode::Gather => gather::plan_gather(comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>),
         Opcode::Scatter => {

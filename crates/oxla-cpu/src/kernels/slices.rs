@@ -326,11 +326,22 @@ impl Kernel for ConcatenateKernel {
 /// read as the result type (a width change adds or drops a minor dimension).
 pub(crate) struct BitcastConvertKernel {
     shape: ArrayShape,
+    /// Between types of one width: element by element, into pooled memory.
+    same_width: Option<super::typed::ConvertFn>,
 }
 
-pub(crate) fn plan_bitcast_convert(instr: &HloInstruction) -> Option<BitcastConvertKernel> {
+pub(crate) fn plan_bitcast_convert(
+    comp: &HloComputation,
+    instr: &HloInstruction,
+) -> Option<BitcastConvertKernel> {
     let shape = instr.shape.as_array()?.clone();
-    (shape.element_type() != PrimitiveType::Pred).then_some(BitcastConvertKernel { shape })
+    let from = comp
+        .instruction(*instr.operands.first()?)
+        .shape
+        .element_type()?;
+    let same_width = super::typed::bitcast_fn(from, shape.element_type());
+    (shape.element_type() != PrimitiveType::Pred)
+        .then_some(BitcastConvertKernel { shape, same_width })
 }
 
 impl Kernel for BitcastConvertKernel {
@@ -338,13 +349,24 @@ impl Kernel for BitcastConvertKernel {
         "bitcast-convert"
     }
 
-    fn run<'a>(&self, inputs: &mut [Value<'a>], _pool: &Pool) -> Result<Value<'a>, String> {
+    fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
         let x = inputs
             .first()
             .and_then(Value::array)
             .ok_or("bitcast-convert reads an array")?;
         if x.element_type() == PrimitiveType::Pred {
             return Err("bitcast-convert of pred".into());
+        }
+        if let Some(f) = self.same_width {
+            let n = x.element_count();
+            let mut out = oxla_hlo::with_native_type!(self.shape.element_type(), T => {
+                T::wrap(pool.take::<T>(n))
+            });
+            if !f(x.data(), &mut out) {
+                return Err("bitcast-convert of an unexpected operand".into());
+            }
+            let out = ArrayLiteral::new(self.shape.clone(), out).map_err(|e| e.to_string())?;
+            return Ok(Value::owned(out));
         }
         let out = ArrayLiteral::from_bytes(self.shape.clone(), &x.to_bytes())
             .map_err(|e| e.to_string())?;

@@ -14,12 +14,12 @@ use rayon::prelude::*;
 
 use super::Kernel;
 use super::fused::PARALLEL_MIN;
-use super::typed::{self, BinFn, ConvertFn};
+use super::typed::{self, BinFn, ConvertFn, RotateFn, SplatFn};
 use crate::buffer::Pool;
 use crate::value::Value;
 
 /// Elements per tile.
-const TILE: usize = 512;
+const TILE: usize = 1024;
 
 /// One value of the loop: a kernel input, or an operation on earlier ones.
 #[derive(Clone, Debug)]
@@ -29,16 +29,91 @@ pub(crate) enum Node {
     /// Kernel input `.0`, one element, the same across the loop.
     Splat(usize),
     Binary(BinFn, usize, usize),
+    /// Node `.1` with the one element of kernel input `.2`.
+    BinarySplat(SplatFn, usize, usize),
+    /// Node `.1` rotated left by `.2` bits.
+    Rotate(RotateFn, usize, u32),
     Select(usize, usize, usize),
     Convert(ConvertFn, usize),
 }
 
-/// A compiled loop: its nodes in order (the last is the result) and each
-/// node's element type.
+/// A compiled loop: its nodes in order (the last is the result), each
+/// node's element type, and the tile buffer (slot) each node writes.
 #[derive(Clone, Debug)]
 pub(crate) struct TiledLoop {
-    pub nodes: Vec<(Node, PrimitiveType)>,
+    nodes: Vec<(Node, PrimitiveType)>,
+    slots: Vec<usize>,
+    slot_count: usize,
     pub shape: ArrayShape,
+}
+
+impl TiledLoop {
+    /// A loop over `shape` computing `nodes` (operands before users, the
+    /// result last).
+    pub fn new(nodes: Vec<(Node, PrimitiveType)>, shape: ArrayShape) -> TiledLoop {
+        let (slots, slot_count) = assign_slots(&nodes);
+        TiledLoop {
+            nodes,
+            slots,
+            slot_count,
+            shape,
+        }
+    }
+}
+
+/// Gives each node a tile buffer, reusing those of values no later node
+/// reads (of the same element type), so a long chain (threefry's twenty
+/// rounds) works in a few tiles that stay in L1 rather than one per node.
+/// Splats keep theirs: they are filled once per task. A node never writes
+/// the buffer of one of its own operands.
+fn assign_slots(nodes: &[(Node, PrimitiveType)]) -> (Vec<usize>, usize) {
+    let operands = |n: &Node| -> Vec<usize> {
+        match *n {
+            Node::Input(_) | Node::Splat(_) => vec![],
+            Node::Binary(_, a, b) => vec![a, b],
+            Node::BinarySplat(_, a, _) | Node::Rotate(_, a, _) => vec![a],
+            Node::Select(p, a, b) => vec![p, a, b],
+            Node::Convert(_, a) => vec![a],
+        }
+    };
+    let mut last_use: Vec<usize> = (0..nodes.len()).collect();
+    for (k, (node, _)) in nodes.iter().enumerate() {
+        for a in operands(node) {
+            last_use[a] = k;
+        }
+    }
+    // The result is read after the last node.
+    if let Some(l) = last_use.last_mut() {
+        *l = usize::MAX;
+    }
+    let mut free: Vec<(PrimitiveType, usize)> = Vec::new();
+    let mut slots = Vec::with_capacity(nodes.len());
+    let mut count = 0;
+    for (k, (node, ty)) in nodes.iter().enumerate() {
+        let reuse = match node {
+            Node::Splat(_) => None,
+            _ => free.iter().position(|(t, _)| t == ty),
+        };
+        let slot = match reuse {
+            Some(i) => free.swap_remove(i).1,
+            None => {
+                count += 1;
+                count - 1
+            }
+        };
+        slots.push(slot);
+        for a in operands(node) {
+            let splat = matches!(nodes[a].0, Node::Splat(_));
+            if last_use[a] == k && !splat && !free.iter().any(|&(_, s)| s == slots[a]) {
+                free.push((nodes[a].1, slots[a]));
+            }
+        }
+        // A value nothing reads (only the result has none, and it is kept).
+        if last_use[k] == k && !matches!(node, Node::Splat(_)) {
+            free.push((*ty, slot));
+        }
+    }
+    (slots, count)
 }
 
 fn tile_of(ty: PrimitiveType, n: usize) -> ArrayData {
@@ -84,22 +159,29 @@ impl TiledLoop {
         regs: &mut [ArrayData],
     ) -> bool {
         for (k, (node, ty)) in self.nodes.iter().enumerate() {
-            let fresh = regs[k].len() != len;
+            let s = self.slots[k];
+            // Taken out while the node runs: its operands are other slots.
+            let mut r = std::mem::replace(&mut regs[s], tile_of(*ty, 0));
+            let fresh = r.len() != len || r.element_type() != *ty;
             if fresh {
-                regs[k] = tile_of(*ty, len);
+                r = tile_of(*ty, len);
             }
-            let (done, rest) = regs.split_at_mut(k);
-            let r = &mut rest[0];
+            let slot = |a: usize| &regs[self.slots[a]];
             let input = |i: usize| inputs.get(i).copied();
             let ok = match *node {
-                Node::Input(i) => input(i).is_some_and(|x| load(r, x, start)),
+                Node::Input(i) => input(i).is_some_and(|x| load(&mut r, x, start)),
                 // The same in every tile: filled once.
                 Node::Splat(_) if !fresh => true,
-                Node::Splat(i) => input(i).is_some_and(|x| splat(r, x)),
-                Node::Binary(f, a, b) => f(&done[a], &done[b], r),
-                Node::Select(p, a, b) => typed::select(&done[p], &done[a], &done[b], r),
-                Node::Convert(f, a) => f(&done[a], r),
+                Node::Splat(i) => input(i).is_some_and(|x| splat(&mut r, x)),
+                Node::Binary(f, a, b) => f(slot(a), slot(b), &mut r),
+                Node::BinarySplat(f, a, i) => input(i)
+                    .and_then(typed::bits_of)
+                    .is_some_and(|x| f(slot(a), x, &mut r)),
+                Node::Rotate(f, a, k) => f(slot(a), k, &mut r),
+                Node::Select(p, a, b) => typed::select(slot(p), slot(a), slot(b), &mut r),
+                Node::Convert(f, a) => f(slot(a), &mut r),
             };
+            regs[s] = r;
             if !ok {
                 return false;
             }
@@ -117,12 +199,14 @@ impl TiledLoop {
         let per_task = (n.div_ceil(TILE).div_ceil(tasks.max(1)) * TILE).max(TILE);
         let run = |(i, part): (usize, &mut [T])| -> bool {
             let first = i * per_task;
-            let mut regs: Vec<ArrayData> = self.nodes.iter().map(|(_, t)| tile_of(*t, 0)).collect();
+            let mut regs: Vec<ArrayData> = (0..self.slot_count)
+                .map(|_| tile_of(PrimitiveType::Pred, 0))
+                .collect();
             for (j, dst) in part.chunks_mut(TILE).enumerate() {
                 if !self.tile(inputs, first + j * TILE, dst.len(), &mut regs) {
                     return false;
                 }
-                match regs.last().and_then(T::slice) {
+                match self.slots.last().and_then(|&s| T::slice(&regs[s])) {
                     Some(t) if t.len() == dst.len() => dst.copy_from_slice(t),
                     _ => return false,
                 }

@@ -306,6 +306,69 @@ pub(crate) struct Typed {
     pub array: BinFn,
     pub scalar: ScalarFn,
     pub update: Option<[UpdateFn; 2]>,
+    /// With one operand a scalar (as raw bits): `[a op s, s op a]`.
+    pub splat: Option<[SplatFn; 2]>,
+}
+
+/// An element-wise operation of an array and a scalar given as raw bits
+/// (see [`Lanes`]), into an array of the first one's length.
+pub(crate) type SplatFn = fn(&ArrayData, u64, &mut ArrayData) -> bool;
+
+fn splat_typed<T: Lanes, const OP: u8, const SCALAR_FIRST: bool>(
+    a: &ArrayData,
+    s: u64,
+    o: &mut ArrayData,
+) -> bool {
+    match (T::slice(a), T::slice_mut(o)) {
+        (Some(a), Some(o)) if a.len() == o.len() => {
+            let s = T::from_bits(s);
+            vectorized(o.len(), || {
+                for (o, &a) in o.iter_mut().zip(a) {
+                    *o = if SCALAR_FIRST {
+                        T::arith::<OP>(s, a)
+                    } else {
+                        T::arith::<OP>(a, s)
+                    };
+                }
+            });
+            true
+        }
+        _ => false,
+    }
+}
+
+/// A rotation left by a fixed amount: XLA's `or(shift-left(x, k),
+/// shift-right-logical(x, width - k))`, for `k` from 0 to the width.
+pub(crate) type RotateFn = fn(&ArrayData, u32, &mut ArrayData) -> bool;
+
+fn rotate_typed<T: NativeType + Copy>(
+    a: &ArrayData,
+    k: u32,
+    o: &mut ArrayData,
+    rotate: impl Fn(T, u32) -> T,
+) -> bool {
+    match (T::slice(a), T::slice_mut(o)) {
+        (Some(a), Some(o)) if a.len() == o.len() => {
+            vectorized(o.len(), || {
+                for (o, &a) in o.iter_mut().zip(a) {
+                    *o = rotate(a, k);
+                }
+            });
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The rotation of `ty` (32- and 64-bit integers).
+pub(crate) fn rotate_fn(ty: PrimitiveType) -> Option<RotateFn> {
+    Some(match ty {
+        PrimitiveType::U32 => |a, k, o| rotate_typed::<u32>(a, k, o, u32::rotate_left),
+        PrimitiveType::S32 => |a, k, o| rotate_typed::<i32>(a, k, o, i32::rotate_left),
+        PrimitiveType::U64 => |a, k, o| rotate_typed::<u64>(a, k, o, u64::rotate_left),
+        PrimitiveType::S64 => |a, k, o| rotate_typed::<i64>(a, k, o, i64::rotate_left),
+        _ => return None,
+    })
 }
 
 fn update_typed<T: Lanes, const OP: u8, const FIRST: bool>(
@@ -351,6 +414,7 @@ fn arith_fn(op: Arith, ty: PrimitiveType) -> Option<Typed> {
             array: arith_typed::<T, OP>,
             scalar: arith_scalar::<T, OP>,
             update: Some([update_typed::<T, OP, true>, update_typed::<T, OP, false>]),
+            splat: Some([splat_typed::<T, OP, false>, splat_typed::<T, OP, true>]),
         }
     }
     fn pick<T: Lanes>(op: Arith) -> Typed {
@@ -420,6 +484,7 @@ fn compare_fn(dir: ComparisonDirection, ty: PrimitiveType) -> Option<Typed> {
             array: compare_typed::<T, DIR>,
             scalar: compare_scalar::<T, DIR>,
             update: None,
+            splat: None,
         }
     }
     fn pick<T: Lanes>(dir: ComparisonDirection) -> Typed {
@@ -579,6 +644,33 @@ pub(crate) fn convert_fn(from: PrimitiveType, to: PrimitiveType) -> Option<Conve
         PrimitiveType::U64 => to!(u64),
         PrimitiveType::F32 => to!(f32),
         PrimitiveType::F64 => to!(f64),
+        _ => None,
+    }
+}
+
+/// The same-width `bitcast-convert` from `from` to `to`: each element's
+/// bits read as the other type (32-bit integers and f32, 64-bit integers and
+/// f64).
+pub(crate) fn bitcast_fn(from: PrimitiveType, to: PrimitiveType) -> Option<ConvertFn> {
+    fn cast<S: Lanes, D: Lanes>(x: &ArrayData, o: &mut ArrayData) -> bool {
+        convert_with::<S, D>(x, o, |v| D::from_bits(v.to_bits()))
+    }
+    macro_rules! to {
+        ($s:ty, $($t:ident => $d:ty),*) => {
+            match to {
+                $(PrimitiveType::$t => Some(cast::<$s, $d> as ConvertFn),)*
+                _ => None,
+            }
+        };
+    }
+    use PrimitiveType::*;
+    match from {
+        F32 => to!(f32, F32 => f32, S32 => i32, U32 => u32),
+        S32 => to!(i32, F32 => f32, S32 => i32, U32 => u32),
+        U32 => to!(u32, F32 => f32, S32 => i32, U32 => u32),
+        F64 => to!(f64, F64 => f64, S64 => i64, U64 => u64),
+        S64 => to!(i64, F64 => f64, S64 => i64, U64 => u64),
+        U64 => to!(u64, F64 => f64, S64 => i64, U64 => u64),
         _ => None,
     }
 }
