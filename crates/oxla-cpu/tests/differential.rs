@@ -936,3 +936,136 @@ fn rotations_scalar_operands_and_bitcasts_in_tiled_loops() {
         ]
     );
 }
+
+/// JAX's argmax reducer (`jnp.argmax`): the larger value, a NaN over any
+/// number, and on a tie the smaller index. `GT` to `LT` makes argmin; without
+/// the NaN test it is JAX's reducer for integers.
+const ARGMAX: &str = "am {\n  a = V[] parameter(0)\n  c = V[] parameter(2)\n  gt = pred[] compare(a, c), direction=GT\n  ne = pred[] compare(a, a), direction=NE\n  o = pred[] or(gt, ne)\n  sv = V[] select(o, a, c)\n  eq = pred[] compare(a, c), direction=EQ\n  i = I[] parameter(1)\n  j = I[] parameter(3)\n  lt = pred[] compare(i, j), direction=LT\n  an = pred[] and(eq, lt)\n  o2 = pred[] or(o, an)\n  si = I[] select(o2, i, j)\n  ROOT t = (V[], I[]) tuple(sv, si)\n}\n";
+
+/// A module reducing `x` (made with many ties, NaNs and signed zeros from
+/// the parameter) and an iota along `iota_dim` over `dims`.
+fn argmax_module(
+    reducer: &str,
+    v: &str,
+    i: &str,
+    shape: &str,
+    iota_dim: usize,
+    dims: &str,
+    out: &str,
+) -> String {
+    let reducer = reducer
+        .replace("V[]", &format!("{v}[]"))
+        .replace("I[]", &format!("{i}[]"));
+    let values = if v.starts_with('f') {
+        format!(
+            "  p = {v}[{shape}] parameter(0)\n  two = {v}[] constant(2)\n  tb = {v}[{shape}] broadcast(two), dimensions={{}}\n  m = {v}[{shape}] multiply(p, tb)\n  r = {v}[{shape}] round-nearest-even(m)\n  big = {v}[] constant(3.5)\n  bb = {v}[{shape}] broadcast(big), dimensions={{}}\n  hot = pred[{shape}] compare(m, bb), direction=GT\n  qn = {v}[] constant(nan)\n  nb = {v}[{shape}] broadcast(qn), dimensions={{}}\n  z = {v}[] constant(-0)\n  zb = {v}[{shape}] broadcast(z), dimensions={{}}\n  zero = pred[{shape}] compare(r, zb), direction=EQ\n  nz = {v}[{shape}] select(zero, zb, r)\n  x = {v}[{shape}] select(hot, nb, nz)\n"
+        )
+    } else {
+        format!("  x = {v}[{shape}] parameter(0)\n")
+    };
+    let init = if v.starts_with('f') { "-inf" } else { "0" };
+    format!(
+        "HloModule a\n{reducer}ENTRY e {{\n{values}  ix = {i}[{shape}] iota(), iota_dimension={iota_dim}\n  v0 = {v}[] constant({init})\n  i0 = {i}[] constant(0)\n  ROOT red = ({v}[{out}], {i}[{out}]) reduce(x, ix, v0, i0), dimensions={{{dims}}}, to_apply=am\n}}\n"
+    )
+}
+
+#[test]
+fn argmax_and_argmin_reductions_select_exactly_as_the_interpreter() {
+    let argmin = ARGMAX.replace("direction=GT", "direction=LT");
+    let ints = ARGMAX
+        .replace(
+            "  ne = pred[] compare(a, a), direction=NE\n  o = pred[] or(gt, ne)\n",
+            "",
+        )
+        .replace("select(o, a, c)", "select(gt, a, c)")
+        .replace("or(o, an)", "or(gt, an)");
+    let cases = [
+        (ARGMAX, "f32", "s32", "300,1001", 1, "1", "300"),
+        (ARGMAX, "f32", "s32", "1001,300", 0, "0", "300"),
+        (argmin.as_str(), "f64", "s64", "40,30,20", 1, "1,2", "40"),
+        (ARGMAX, "f32", "u32", "6,50,7", 1, "0,1", "7"),
+        (ints.as_str(), "s32", "s32", "200,600", 1, "1", "200"),
+        (ints.as_str(), "u8", "s64", "3,40000", 1, "1", "3"),
+    ];
+    for (reducer, v, i, shape, iota_dim, dims, out) in cases {
+        let text = argmax_module(reducer, v, i, shape, iota_dim, dims, out);
+        let module = oxla_text::parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let listing = oxla_cpu::compile(&module).unwrap().describe();
+        assert!(listing.contains("selection reduce"), "{listing}");
+        for seed in [3, 4] {
+            let (got, want) = run_both(&text, &arguments(&module, seed));
+            assert!(got.bitwise_eq(&want), "{v} {shape} over {dims}:\n{text}");
+        }
+    }
+    // The first NaN wins; a tie keeps the first index but takes the later
+    // value's bits (JAX's reducer selects the value and index apart).
+    let text = "HloModule a\n".to_string()
+        + &ARGMAX.replace("V[]", "f32[]").replace("I[]", "s32[]")
+        + "ENTRY e {\n  x = f32[8] parameter(0)\n  ix = s32[8] iota(), iota_dimension=0\n  v0 = f32[] constant(-inf)\n  i0 = s32[] constant(0)\n  ROOT red = (f32[], s32[]) reduce(x, ix, v0, i0), dimensions={0}, to_apply=am\n}\n";
+    let x = Literal::vec1(&[1f32, 0.0, -0.0, f32::NAN, 5.0, -f32::NAN, 2.0, 0.0]);
+    let (got, want) = run_both(&text, std::slice::from_ref(&x));
+    assert!(got.bitwise_eq(&want), "got {got}, want {want}");
+    let parts = got.tuple_elements().unwrap();
+    assert_eq!(
+        parts[0].to_scalar::<f32>().unwrap().to_bits(),
+        f32::NAN.to_bits()
+    );
+    assert_eq!(parts[1].to_scalar::<i32>().unwrap(), 3);
+    let zeros = Literal::vec1(&[-1f32, 0.0, -0.0, -3.0, -0.0, -2.0, -1.0, -5.0]);
+    let (got, want) = run_both(&text, &[zeros]);
+    assert!(got.bitwise_eq(&want), "got {got}, want {want}");
+    let parts = got.tuple_elements().unwrap();
+    assert_eq!(
+        parts[0].to_scalar::<f32>().unwrap().to_bits(),
+        (-0f32).to_bits()
+    );
+    assert_eq!(parts[1].to_scalar::<i32>().unwrap(), 1);
+    // A reducer that reads a constant is not a selection: interpreted.
+    let other = argmax_module(
+        &ARGMAX.replace(
+            "  lt = pred[] compare(i, j), direction=LT\n",
+            "  k = I[] constant(4)\n  lt = pred[] compare(i, k), direction=LT\n",
+        ),
+        "f32",
+        "s32",
+        "30,40",
+        1,
+        "1",
+        "30",
+    );
+    let listing = check_exe(&other, 0.0);
+    assert!(listing.contains("interpreted reduce"), "{listing}");
+}
+
+#[test]
+fn integer_and_predicate_reductions_fold_natively() {
+    let reduce = |ty: &str, op: &str, shape: &str, dims: &str, out: &str, init: &str| {
+        format!(
+            "HloModule r\nr {{\n  a = {ty}[] parameter(0)\n  b = {ty}[] parameter(1)\n  ROOT c = {ty}[] {op}(b, a)\n}}\nENTRY e {{\n  x = {ty}[{shape}] parameter(0)\n  z = {ty}[] constant({init})\n  ROOT s = {ty}[{out}] reduce(x, z), dimensions={{{dims}}}, to_apply=r\n}}\n"
+        )
+    };
+    let cases = [
+        // Sums that wrap, in every layout.
+        reduce("s32", "add", "64,300,40", "2", "64,300", "2147483000"),
+        reduce("s32", "add", "64,300,40", "0", "300,40", "0"),
+        reduce("s32", "add", "64,300,40", "0,2", "300", "0"),
+        reduce("s32", "add", "64,300,40", "0,1,2", "", "7"),
+        reduce("u8", "multiply", "500,33", "1", "500", "1"),
+        reduce("s64", "maximum", "70,9000", "1", "70", "-100"),
+        reduce("s64", "minimum", "9000,70", "0", "70", "100"),
+        reduce("u32", "xor", "30,50,60", "1", "30,60", "5"),
+        reduce("u64", "add", "1000,300", "1", "1000", "0"),
+        reduce("pred", "or", "400,700", "1", "400", "false"),
+        reduce("pred", "and", "400,700", "0", "700", "true"),
+    ];
+    for text in cases {
+        let listing = check_exe(&text, 0.0);
+        assert!(listing.contains("fold"), "{listing}\n{text}");
+    }
+    // The sum of a known array: 0 + 1 + ... + 99 per row, wrapped in u8.
+    let text = reduce("u8", "add", "3,100", "1", "3", "0");
+    let x = Literal::from_vec(&[3, 100], (0..300).map(|k| (k % 100) as u8).collect()).unwrap();
+    let (got, want) = run_both(&text, &[x]);
+    assert!(got.bitwise_eq(&want));
+    assert_eq!(got.to_vec::<u8>().unwrap(), vec![(4950 % 256) as u8; 3]);
+}

@@ -5,6 +5,7 @@ pub(crate) mod conv;
 pub(crate) mod copy;
 pub(crate) mod dot;
 pub(crate) mod elementwise;
+pub(crate) mod fold;
 pub(crate) mod fused;
 pub(crate) mod gather;
 pub(crate) mod iota;
@@ -65,6 +66,10 @@ pub(crate) fn select(
         Opcode::Scatter => {
             gather::plan_scatter(module, comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>)
         }
+        Opcode::Reduce => match fold::plan(module, comp, instr)? {
+            fold::Plan::Fold(k) => Some(Box::new(k) as Box<dyn Kernel>),
+            fold::Plan::Select(k) => Some(Box::new(k) as Box<dyn Kernel>),
+        },
         Opcode::Iota => iota::plan(instr).map(|k| Box::new(k) as Box<dyn Kernel>),
         Opcode::Pad => pad::plan(comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>),
         Opcode::Sort => sort::plan(module, comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>),

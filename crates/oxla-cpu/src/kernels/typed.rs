@@ -12,6 +12,7 @@ use oxla_hlo::{
     ArrayData, HloComputation, HloInstruction, NativeType, Opcode, PrimitiveType, with_array_data,
 };
 
+use super::fold::Geometry;
 use super::minmax;
 
 /// Arithmetic with a typed loop (the result type is the operands').
@@ -671,6 +672,67 @@ pub(crate) fn bitcast_fn(from: PrimitiveType, to: PrimitiveType) -> Option<Conve
         F64 => to!(f64, F64 => f64, S64 => i64, U64 => u64),
         S64 => to!(i64, F64 => f64, S64 => i64, U64 => u64),
         U64 => to!(u64, F64 => f64, S64 => i64, U64 => u64),
+        _ => None,
+    }
+}
+
+/// A reduction of an array (the first argument) from an init value (the
+/// second, one element) over a [`Geometry`], into the outputs.
+pub(crate) type FoldFn = fn(&ArrayData, &ArrayData, &Geometry, &mut ArrayData) -> bool;
+
+fn fold_typed<T: Lanes + Send + Sync, const OP: u8>(
+    x: &ArrayData,
+    init: &ArrayData,
+    g: &Geometry,
+    o: &mut ArrayData,
+) -> bool {
+    let (Some(x), Some(&[v0]), Some(o)) = (T::slice(x), T::slice(init), T::slice_mut(o)) else {
+        return false;
+    };
+    if x.len() != g.len || o.len() != g.out_count {
+        return false;
+    }
+    let (n, stride) = g.inner();
+    g.each(o, |base| {
+        let mut acc = v0;
+        for start in g.runs(base) {
+            acc = if stride == 1 {
+                let run = &x[start..start + n];
+                vectorized(n, || run.iter().fold(acc, |a, &v| T::arith::<OP>(a, v)))
+            } else {
+                (0..n).fold(acc, |a, e| T::arith::<OP>(a, x[start + e * stride]))
+            };
+        }
+        acc
+    });
+    true
+}
+
+/// The fold of `op` over `ty` for integers and predicates, whose result
+/// does not depend on the order the elements are combined in (wrapping
+/// arithmetic, maximum, minimum and bitwise operations are associative and
+/// commutative).
+pub(crate) fn fold_fn(op: Opcode, ty: PrimitiveType) -> Option<FoldFn> {
+    fn pick<T: Lanes + Send + Sync>(op: Arith) -> Option<FoldFn> {
+        Some(match op {
+            Arith::Add => fold_typed::<T, ADD>,
+            Arith::Mul => fold_typed::<T, MUL>,
+            Arith::Max => fold_typed::<T, MAX>,
+            Arith::Min => fold_typed::<T, MIN>,
+            Arith::And => fold_typed::<T, AND>,
+            Arith::Or => fold_typed::<T, OR>,
+            Arith::Xor => fold_typed::<T, XOR>,
+            _ => return None,
+        })
+    }
+    let op = arith_of(op, ty)?;
+    match ty {
+        PrimitiveType::S32 => pick::<i32>(op),
+        PrimitiveType::S64 => pick::<i64>(op),
+        PrimitiveType::U8 => pick::<u8>(op),
+        PrimitiveType::U32 => pick::<u32>(op),
+        PrimitiveType::U64 => pick::<u64>(op),
+        PrimitiveType::Pred => pick::<bool>(op),
         _ => None,
     }
 }
