@@ -229,6 +229,19 @@ def prng_uniform(key):
     return jax.random.uniform(jax.random.wrap_key_data(key), (1 << 20,))
 
 
+@workload("argmax_rows", lambda r: [normal(r, (4096, 1000))], **EXACT, hlo_ops=("reduce",),
+          note="jnp.argmax over the last axis of f32[4096,1000] (a reduce of values and an iota)")
+def argmax_rows(x):
+    return jnp.argmax(x, axis=1)
+
+
+@workload("int_sum_rows", lambda r: [r.integers(-1000, 1000, (4096, 1000), dtype=np.int32)],
+          **EXACT, hlo_ops=("reduce",),
+          note="jnp.sum over the last axis of s32[4096,1000] (wrapping integer sums)")
+def int_sum_rows(x):
+    return jnp.sum(x, axis=1)
+
+
 @workload("transpose", lambda r: [normal(r, (4096, 4096))], **EXACT, hlo_ops=("transpose",),
           note="f32[4096,4096] transposed (the result has the default layout, so it is a real copy)")
 def transpose(x):
