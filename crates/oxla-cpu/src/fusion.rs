@@ -326,11 +326,23 @@ fn plan_tiled(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<P
                     .is_some_and(|a| a.element_count().ok() == Some(1))
             })
     };
+    // An iota over the loop's shape whose values fit its type: made per tile.
+    let iota = |i: &HloInstruction| -> Option<(crate::kernels::tiled::IotaFn, usize, usize)> {
+        let a = i.shape.as_array()?;
+        if i.opcode != Opcode::Iota || a.dims() != dims {
+            return None;
+        }
+        let d = usize::try_from(i.attrs.iota_dimension?).ok()?;
+        let size = *a.dims().get(d)?;
+        let stride = a.dims()[d + 1..].iter().product::<i64>();
+        let (f, max) = crate::kernels::tiled::iota_fn(a.element_type())?;
+        (size > 0 && size as u64 <= max).then_some((f, stride as usize, size as usize))
+    };
     let mut members = BTreeSet::from([k]);
     let mut queue: BTreeSet<usize> = root.operands.iter().map(|o| o.index()).collect();
     while let Some(o) = queue.pop_last() {
         let instr = &instrs[o];
-        if splat(instr) {
+        if splat(instr) || iota(instr).is_some() {
             members.insert(o);
             continue;
         }
@@ -355,6 +367,7 @@ fn plan_tiled(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<P
     // How each member is computed, by the instructions it reads.
     enum Form {
         Splat(usize),
+        Iota(crate::kernels::tiled::IotaFn, usize, usize),
         Binary(crate::kernels::typed::BinFn, usize, usize),
         BinarySplat(crate::kernels::typed::SplatFn, usize, usize),
         Rotate(crate::kernels::typed::RotateFn, usize, u32),
@@ -367,6 +380,9 @@ fn plan_tiled(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<P
         let ops: Vec<usize> = instr.operands.iter().map(|o| o.index()).collect();
         if splat(instr) {
             return Some(Form::Splat(*ops.first()?));
+        }
+        if let Some((f, stride, size)) = iota(instr) {
+            return Some(Form::Iota(f, stride, size));
         }
         if let Some((f, x, k)) = rotation(comp, &members, users, m) {
             return Some(Form::Rotate(f, x, k));
@@ -391,7 +407,7 @@ fn plan_tiled(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<P
     };
     let reads = |f: &Form| -> Vec<usize> {
         match *f {
-            Form::Splat(_) => vec![],
+            Form::Splat(_) | Form::Iota(..) => vec![],
             Form::Binary(_, a, b) => vec![a, b],
             Form::BinarySplat(_, a, _) | Form::Rotate(_, a, _) | Form::Convert(_, a) => vec![a],
             Form::Select(p, a, b) => vec![p, a, b],
@@ -430,6 +446,7 @@ fn plan_tiled(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<P
         let at = |o: usize| node_of.get(&o).copied();
         let node = match f {
             Form::Splat(src) => Node::Splat(input(src, &mut inputs)),
+            Form::Iota(f, stride, size) => Node::Iota(f, stride, size),
             Form::Binary(f, a, b) => Node::Binary(f, at(a)?, at(b)?),
             Form::BinarySplat(f, a, src) => Node::BinarySplat(f, at(a)?, input(src, &mut inputs)),
             Form::Rotate(f, a, k) => Node::Rotate(f, at(a)?, k),

@@ -1069,3 +1069,13 @@ fn integer_and_predicate_reductions_fold_natively() {
     assert!(got.bitwise_eq(&want));
     assert_eq!(got.to_vec::<u8>().unwrap(), vec![(4950 % 256) as u8; 3]);
 }
+
+#[test]
+fn iotas_inside_tiled_loops() {
+    // JAX's PRNG counter: a u64 iota split into 32-bit halves, and iotas
+    // along an inner and an outer dimension of a 2-D loop, over partial tiles.
+    let text = "HloModule t\nENTRY e {\n  i = u64[70001] iota(), iota_dimension=0\n  k = u64[] constant(32)\n  kb = u64[70001] broadcast(k), dimensions={}\n  hi = u64[70001] shift-right-logical(i, kb)\n  h = u32[70001] convert(hi)\n  l = u32[70001] convert(i)\n  x = u32[70001] parameter(0)\n  a = u32[70001] add(x, l)\n  ROOT o = u32[70001] xor(a, h)\n}\n";
+    assert!(check_exe(text, 0.0).contains("tiled loop"));
+    let text = "HloModule t\nENTRY e {\n  r = s32[300,513] iota(), iota_dimension=0\n  c = s32[300,513] iota(), iota_dimension=1\n  x = s32[300,513] parameter(0)\n  m = s32[300,513] multiply(r, x)\n  ROOT o = s32[300,513] subtract(m, c)\n}\n";
+    assert!(check_exe(text, 0.0).contains("tiled loop"));
+}

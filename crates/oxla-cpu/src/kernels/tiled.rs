@@ -19,7 +19,7 @@ use crate::buffer::Pool;
 use crate::value::Value;
 
 /// Elements per tile.
-const TILE: usize = 1024;
+const TILE: usize = 2048;
 
 /// One value of the loop: a kernel input, or an operation on earlier ones.
 #[derive(Clone, Debug)]
@@ -28,6 +28,8 @@ pub(crate) enum Node {
     Input(usize),
     /// Kernel input `.0`, one element, the same across the loop.
     Splat(usize),
+    /// An iota: element `l` of the loop is `(l / .1) % .2`.
+    Iota(IotaFn, usize, usize),
     Binary(BinFn, usize, usize),
     /// Node `.1` with the one element of kernel input `.2`.
     BinarySplat(SplatFn, usize, usize),
@@ -69,7 +71,7 @@ impl TiledLoop {
 fn assign_slots(nodes: &[(Node, PrimitiveType)]) -> (Vec<usize>, usize) {
     let operands = |n: &Node| -> Vec<usize> {
         match *n {
-            Node::Input(_) | Node::Splat(_) => vec![],
+            Node::Input(_) | Node::Splat(_) | Node::Iota(..) => vec![],
             Node::Binary(_, a, b) => vec![a, b],
             Node::BinarySplat(_, a, _) | Node::Rotate(_, a, _) => vec![a],
             Node::Select(p, a, b) => vec![p, a, b],
@@ -116,6 +118,57 @@ fn assign_slots(nodes: &[(Node, PrimitiveType)]) -> (Vec<usize>, usize) {
     (slots, count)
 }
 
+/// Writes iota values `(l / stride) % size` for `l` from `start` on.
+pub(crate) type IotaFn = fn(usize, usize, usize, &mut ArrayData) -> bool;
+
+fn iota_typed<T: NativeType>(
+    start: usize,
+    stride: usize,
+    size: usize,
+    out: &mut ArrayData,
+    from: impl Fn(usize) -> T,
+) -> bool {
+    let Some(o) = T::slice_mut(out) else {
+        return false;
+    };
+    if stride == 1 && start % size + o.len() <= size {
+        // One run of consecutive values.
+        let first = start % size;
+        for (k, o) in o.iter_mut().enumerate() {
+            *o = from(first + k);
+        }
+    } else {
+        for (k, o) in o.iter_mut().enumerate() {
+            *o = from(((start + k) / stride) % size);
+        }
+    }
+    true
+}
+
+/// The iota of `ty` (integers of 32 and 64 bits), for dimensions of at
+/// most `max` elements: values that fit the type.
+pub(crate) fn iota_fn(ty: PrimitiveType) -> Option<(IotaFn, u64)> {
+    Some(match ty {
+        PrimitiveType::S32 => (
+            |a, b, c, o| iota_typed::<i32>(a, b, c, o, |v| v as i32),
+            i32::MAX as u64,
+        ),
+        PrimitiveType::U32 => (
+            |a, b, c, o| iota_typed::<u32>(a, b, c, o, |v| v as u32),
+            u32::MAX as u64,
+        ),
+        PrimitiveType::S64 => (
+            |a, b, c, o| iota_typed::<i64>(a, b, c, o, |v| v as i64),
+            i64::MAX as u64,
+        ),
+        PrimitiveType::U64 => (
+            |a, b, c, o| iota_typed::<u64>(a, b, c, o, |v| v as u64),
+            u64::MAX,
+        ),
+        _ => return None,
+    })
+}
+
 fn tile_of(ty: PrimitiveType, n: usize) -> ArrayData {
     ArrayData::zeros(ty, n)
 }
@@ -160,28 +213,36 @@ impl TiledLoop {
     ) -> bool {
         for (k, (node, ty)) in self.nodes.iter().enumerate() {
             let s = self.slots[k];
-            // Taken out while the node runs: its operands are other slots.
-            let mut r = std::mem::replace(&mut regs[s], tile_of(*ty, 0));
+            // The node's buffer, and the others to read its operands from
+            // (a node never writes one of its operands' buffers).
+            let (below, rest) = regs.split_at_mut(s);
+            let Some((r, above)) = rest.split_first_mut() else {
+                return false;
+            };
             let fresh = r.len() != len || r.element_type() != *ty;
             if fresh {
-                r = tile_of(*ty, len);
+                *r = tile_of(*ty, len);
             }
-            let slot = |a: usize| &regs[self.slots[a]];
+            let (below, above): (&[ArrayData], &[ArrayData]) = (below, above);
+            let slot = |a: usize| match self.slots[a] {
+                t if t < s => &below[t],
+                t => &above[t - s - 1],
+            };
             let input = |i: usize| inputs.get(i).copied();
             let ok = match *node {
-                Node::Input(i) => input(i).is_some_and(|x| load(&mut r, x, start)),
+                Node::Input(i) => input(i).is_some_and(|x| load(r, x, start)),
+                Node::Iota(f, stride, size) => f(start, stride, size, r),
                 // The same in every tile: filled once.
                 Node::Splat(_) if !fresh => true,
-                Node::Splat(i) => input(i).is_some_and(|x| splat(&mut r, x)),
-                Node::Binary(f, a, b) => f(slot(a), slot(b), &mut r),
+                Node::Splat(i) => input(i).is_some_and(|x| splat(r, x)),
+                Node::Binary(f, a, b) => f(slot(a), slot(b), r),
                 Node::BinarySplat(f, a, i) => input(i)
                     .and_then(typed::bits_of)
-                    .is_some_and(|x| f(slot(a), x, &mut r)),
-                Node::Rotate(f, a, k) => f(slot(a), k, &mut r),
-                Node::Select(p, a, b) => typed::select(slot(p), slot(a), slot(b), &mut r),
-                Node::Convert(f, a) => f(slot(a), &mut r),
+                    .is_some_and(|x| f(slot(a), x, r)),
+                Node::Rotate(f, a, k) => f(slot(a), k, r),
+                Node::Select(p, a, b) => typed::select(slot(p), slot(a), slot(b), r),
+                Node::Convert(f, a) => f(slot(a), r),
             };
-            regs[s] = r;
             if !ok {
                 return false;
             }
