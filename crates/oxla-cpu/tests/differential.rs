@@ -309,6 +309,28 @@ fn convolutions_in_several_layouts() {
         ),
         1e-4,
     );
+    // Weight gradients as JAX writes them (the output's batch dimension is
+    // not its first, so batch elements compute privately in parallel), with
+    // and without feature groups.
+    check(
+        &conv(
+            "16,24,24,6",
+            "16,24,24,24",
+            "3,3,6,24",
+            "window={size=24x24 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf",
+        ),
+        // Sums of 9216 products near 100 in size, some cancelling to near 0.
+        2e-3,
+    );
+    check(
+        &conv(
+            "16,32,32,6",
+            "8,32,32,24",
+            "3,3,6,24",
+            "window={size=32x32 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf, feature_group_count=2",
+        ),
+        2e-3,
+    );
 }
 
 const MAX: &str = "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] maximum(a, b)\n}\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\nge {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=GE\n}\ngt {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=GT\n}\nle {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=LE\n}\n";

@@ -151,23 +151,27 @@ impl ConvKernel {
         let n_sp = geo.k_sp.len();
         let kk: usize = geo.k_sp.iter().product();
         let cout = geo.cout_g * self.groups;
+        // The offset of each kernel position, row-major over the spatial
+        // dimensions.
+        let mut positions = vec![0usize];
+        for s in (0..n_sp).rev() {
+            let stride = rs[d.kernel_spatial_dimensions[s] as usize];
+            positions = (0..geo.k_sp[s])
+                .flat_map(|k| positions.iter().map(move |&p| k * stride + p))
+                .collect();
+        }
+        debug_assert_eq!(positions.len(), kk);
+        let (o_stride, i_stride) = (
+            rs[d.kernel_output_feature_dimension as usize],
+            rs[d.kernel_input_feature_dimension as usize],
+        );
         // Every element is written below.
         let mut kmat = pool.take::<T>(cout * geo.rows);
-        let mut kpos = vec![0usize; n_sp];
-        for o in 0..cout {
-            for ci in 0..geo.cin_g {
-                for p in 0..kk {
-                    let mut rem = p;
-                    for s in (0..n_sp).rev() {
-                        kpos[s] = rem % geo.k_sp[s];
-                        rem /= geo.k_sp[s];
-                    }
-                    let mut off = o * rs[d.kernel_output_feature_dimension as usize]
-                        + ci * rs[d.kernel_input_feature_dimension as usize];
-                    for s in 0..n_sp {
-                        off += kpos[s] * rs[d.kernel_spatial_dimensions[s] as usize];
-                    }
-                    kmat[o * geo.rows + ci * kk + p] = rhs[off];
+        for (o, row) in kmat.chunks_mut(geo.rows.max(1)).enumerate().take(cout) {
+            for (ci, part) in row.chunks_mut(kk.max(1)).enumerate() {
+                let base = o * o_stride + ci * i_stride;
+                for (v, &p) in part.iter_mut().zip(&positions) {
+                    *v = rhs[base + p];
                 }
             }
         }
@@ -222,6 +226,44 @@ impl ConvKernel {
                     pool.give(patches);
                     pool.give(temp);
                 });
+        } else if batch > 1 && flops >= 1 << 20 {
+            // Batch elements whose outputs interleave (a weight gradient's
+            // output has the input features where the batch was): each
+            // computes its products privately, in parallel, and they are
+            // copied into place after.
+            let per = self.groups * geo.cout_g * geo.s_total;
+            let products: Vec<Vec<T>> = (0..batch)
+                .into_par_iter()
+                .map(|b| {
+                    let mut patches = pool.take::<T>(geo.rows * geo.s_total);
+                    let mut temp = pool.take::<T>(per);
+                    for grp in 0..self.groups {
+                        self.im2col(lhs, &geo, b, grp * geo.cin_g, &mut patches, zero);
+                        let part = &mut temp[grp * geo.cout_g * geo.s_total..];
+                        let dst = (part.as_mut_ptr(), geo.s_total, 1);
+                        self.product(
+                            &kmat,
+                            &geo,
+                            grp,
+                            &patches,
+                            dst,
+                            one,
+                            zero,
+                            gemm::Parallelism::None,
+                        );
+                    }
+                    pool.give(patches);
+                    temp
+                })
+                .collect();
+            for (b, temp) in products.into_iter().enumerate() {
+                for grp in 0..self.groups {
+                    let part = &temp[grp * geo.cout_g * geo.s_total..];
+                    let out_base = b * batch_stride + grp * geo.cout_g * geo.o_stride;
+                    self.scatter(&geo, part, &mut out, out_base);
+                }
+                pool.give(temp);
+            }
         } else {
             let parallelism = if flops >= 1 << 20 {
                 gemm::Parallelism::Rayon(rayon::current_num_threads())
@@ -273,62 +315,94 @@ impl ConvKernel {
         zero: T,
         parallelism: gemm::Parallelism,
     ) {
-        let n_sp = geo.o_sp.len();
-        let (cout_g, s_total, rows) = (geo.cout_g, geo.s_total, geo.rows);
+        let cout_g = geo.cout_g;
         for grp in 0..self.groups {
             self.im2col(lhs, geo, b, grp * geo.cin_g, patches, zero);
             let out_base = base + grp * cout_g * geo.o_stride;
-            let (dst, dst_rs, dst_cs): (*mut T, isize, isize) = if geo.merged {
-                // SAFETY (for the pointer arithmetic): out_base is inside `out`.
-                (
-                    unsafe { out.as_mut_ptr().add(out_base) },
-                    geo.o_stride as isize,
-                    geo.s_stride as isize,
-                )
-            } else {
-                (temp.as_mut_ptr(), s_total as isize, 1)
-            };
-            // SAFETY: kmat rows [grp*cout_g, (grp+1)*cout_g) are cout_g x rows,
-            // row-major; patches is rows x s_total, row-major; the destination
-            // addresses out_base + o*dst_rs + s*dst_cs for o < cout_g, s < s_total,
-            // all inside `out` (they are the group's output elements for batch b),
-            // or inside `temp`, which is cout_g x s_total.
-            unsafe {
-                gemm::gemm(
-                    cout_g,
-                    s_total,
-                    rows,
-                    dst,
-                    dst_cs,
-                    dst_rs,
-                    false,
-                    kmat.as_ptr().add(grp * cout_g * rows),
-                    1,
-                    rows as isize,
-                    patches.as_ptr(),
-                    1,
-                    s_total as isize,
-                    zero,
+            if geo.merged {
+                let last = (cout_g.saturating_sub(1)) * geo.o_stride
+                    + (geo.s_total.saturating_sub(1)) * geo.s_stride;
+                assert!(out_base + last < out.len());
+                // SAFETY: out_base is inside `out`, and so is every address
+                // out_base + o * o_stride + s * s_stride (checked above).
+                let dst = unsafe { out.as_mut_ptr().add(out_base) };
+                self.product(
+                    kmat,
+                    geo,
+                    grp,
+                    patches,
+                    (dst, geo.o_stride, geo.s_stride),
                     one,
-                    false,
-                    false,
-                    false,
+                    zero,
                     parallelism,
                 );
+            } else {
+                let dst = (temp.as_mut_ptr(), geo.s_total, 1);
+                self.product(kmat, geo, grp, patches, dst, one, zero, parallelism);
+                self.scatter(geo, temp, out, out_base);
             }
-            if !geo.merged {
-                let mut pos = vec![0usize; n_sp];
-                for s in 0..s_total {
-                    let mut rem = s;
-                    for k in (0..n_sp).rev() {
-                        pos[k] = rem % geo.o_sp[k];
-                        rem /= geo.o_sp[k];
-                    }
-                    let sp_off: usize = pos.iter().zip(&geo.sp_strides).map(|(p, st)| p * st).sum();
-                    for o in 0..cout_g {
-                        out[out_base + o * geo.o_stride + sp_off] = temp[o * s_total + s];
-                    }
-                }
+        }
+    }
+
+    /// `dst = kernel of group grp x patches`, `dst.0[o * dst.1 + s * dst.2]`
+    /// for output feature `o` of the group and output position `s`; every
+    /// such address must be writable (the caller checks).
+    #[allow(clippy::too_many_arguments)]
+    fn product<T: oxla_hlo::NativeType>(
+        &self,
+        kmat: &[T],
+        geo: &Geometry,
+        grp: usize,
+        patches: &[T],
+        dst: (*mut T, usize, usize),
+        one: T,
+        zero: T,
+        parallelism: gemm::Parallelism,
+    ) {
+        let (cout_g, s_total, rows) = (geo.cout_g, geo.s_total, geo.rows);
+        assert!((grp + 1) * cout_g * rows <= kmat.len() && rows * s_total <= patches.len());
+        // SAFETY: kmat rows [grp*cout_g, (grp+1)*cout_g) are cout_g x rows,
+        // row-major, and patches is rows x s_total, row-major (both checked
+        // above); the destination addresses are the caller's to vouch for.
+        unsafe {
+            gemm::gemm(
+                cout_g,
+                s_total,
+                rows,
+                dst.0,
+                dst.2 as isize,
+                dst.1 as isize,
+                false,
+                kmat.as_ptr().add(grp * cout_g * rows),
+                1,
+                rows as isize,
+                patches.as_ptr(),
+                1,
+                s_total as isize,
+                zero,
+                one,
+                false,
+                false,
+                false,
+                parallelism,
+            );
+        }
+    }
+
+    /// Copies `temp` (cout_g x s_total, row-major) to the output positions
+    /// of one group of one batch element, which start at `out_base`.
+    fn scatter<T: Copy>(&self, geo: &Geometry, temp: &[T], out: &mut [T], out_base: usize) {
+        let n_sp = geo.o_sp.len();
+        let mut pos = vec![0usize; n_sp];
+        for s in 0..geo.s_total {
+            let mut rem = s;
+            for k in (0..n_sp).rev() {
+                pos[k] = rem % geo.o_sp[k];
+                rem /= geo.o_sp[k];
+            }
+            let sp_off: usize = pos.iter().zip(&geo.sp_strides).map(|(p, st)| p * st).sum();
+            for o in 0..geo.cout_g {
+                out[out_base + o * geo.o_stride + sp_off] = temp[o * geo.s_total + s];
             }
         }
     }
