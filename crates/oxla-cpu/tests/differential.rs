@@ -390,6 +390,15 @@ fn pooling_and_its_gradient() {
             1e-5,
         );
     }
+    // NHWC with many ties (values rounded to halves), dilated windows.
+    for select in ["ge", "gt", "le"] {
+        check(
+            &format!(
+                "HloModule g\n{MAX}ENTRY e {{\n  p = f32[3,30,40,24] parameter(0)\n  two = f32[] constant(2)\n  tb = f32[3,30,40,24] broadcast(two), dimensions={{}}\n  m = f32[3,30,40,24] multiply(p, tb)\n  x = f32[3,30,40,24] round-nearest-even(m)\n  s = f32[3,14,20,24] parameter(1)\n  z = f32[] constant(0)\n  ROOT g = f32[3,30,40,24] select-and-scatter(x, s, z), window={{size=1x3x3x1 stride=1x2x2x1 pad=0_0x0_1x1_1x0_0 rhs_dilate=1x2x1x1}}, select={select}, scatter=add\n}}\n"
+            ),
+            1e-5,
+        );
+    }
 }
 
 #[test]

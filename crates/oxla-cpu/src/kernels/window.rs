@@ -524,6 +524,70 @@ fn scatter_2d<T: Elem>(
     }
 }
 
+/// [`scatter_2d`] over one plane of `c` channels (the innermost
+/// dimension, which no window spans): for each source element, the window
+/// position `keep` selects (the first of equals under GE or LE), in
+/// row-major window order as XLA walks it, receives the source value.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn scatter_2d_channels<T: Elem>(
+    op: &[T],
+    src: &[T],
+    dst: &mut [T],
+    (h, w, c): (usize, usize, usize),
+    (oh, ow): (usize, usize),
+    wy: &WindowDim,
+    wx: &WindowDim,
+    keep: impl Fn(T, T) -> bool,
+) {
+    // Per channel: the selected element's offset and value, and whether
+    // any position of the window was inside the operand.
+    let mut best_o = vec![0usize; c];
+    let mut best_v: Vec<T> = op.get(..c).map(<[T]>::to_vec).unwrap_or_default();
+    for oy in 0..oh {
+        let y0 = oy as i64 * wy.stride - wy.pad_low;
+        for ox in 0..ow {
+            let x0 = ox as i64 * wx.stride - wx.pad_low;
+            let mut any = false;
+            for ky in 0..wy.size {
+                let y = y0 + ky * wy.window_dilation;
+                if y < 0 || y >= h as i64 {
+                    continue;
+                }
+                let row = y as usize * w;
+                for kx in 0..wx.size {
+                    let x = x0 + kx * wx.window_dilation;
+                    if x < 0 || x >= w as i64 {
+                        continue;
+                    }
+                    let o = (row + x as usize) * c;
+                    let values = &op[o..o + c];
+                    if any {
+                        for (ch, &v) in values.iter().enumerate() {
+                            if !keep(best_v[ch], v) {
+                                best_v[ch] = v;
+                                best_o[ch] = o + ch;
+                            }
+                        }
+                    } else {
+                        best_v.copy_from_slice(values);
+                        for (ch, b) in best_o.iter_mut().enumerate() {
+                            *b = o + ch;
+                        }
+                        any = true;
+                    }
+                }
+            }
+            if any {
+                let s = (oy * ow + ox) * c;
+                for (ch, &o) in best_o.iter().enumerate() {
+                    dst[o] = dst[o] + src[s + ch];
+                }
+            }
+        }
+    }
+}
+
 impl SelectScatterKernel {
     fn execute<T: Elem>(&self, operand: &[T], source: &[T], init: T, pool: &Pool) -> Vec<T> {
         let rank = self.dims.len();
@@ -556,26 +620,56 @@ impl SelectScatterKernel {
             }
             s
         };
-        // The two innermost dimensions windowed, nothing dilating the base:
+        // Two dimensions windowed, nothing dilating the base, and at most one
+        // inner dimension the window does not span (NHWC's channels):
         // pooling's shape, with a loop nest of its own.
-        if rank - free == 2 && w[free..].iter().all(|d| d.base_dilation == 1) {
-            let (wy, wx) = (&w[rank - 2], &w[rank - 1]);
-            let (h, wd) = (self.dims[rank - 2], self.dims[rank - 1]);
-            let (oh, ow) = (out_dims[rank - 2], out_dims[rank - 1]);
+        let trivial = |d: &WindowDim| {
+            d.size == 1
+                && d.stride == 1
+                && d.pad_low == 0
+                && d.pad_high == 0
+                && d.base_dilation == 1
+                && d.window_dilation == 1
+        };
+        let channels = match rank - free {
+            2 => Some(1),
+            3 if trivial(&w[rank - 1]) => Some(self.dims[rank - 1]),
+            _ => None,
+        };
+        let windowed = rank - free - usize::from(channels.is_some_and(|_| rank - free == 3));
+        if let Some(c) = channels
+            .filter(|_| windowed == 2 && w[free..free + 2].iter().all(|d| d.base_dilation == 1))
+        {
+            let (wy, wx) = (&w[free], &w[free + 1]);
+            let (h, wd) = (self.dims[free], self.dims[free + 1]);
+            let (oh, ow) = (out_dims[free], out_dims[free + 1]);
+            // One plane with the selection `keep`: single values (NCHW), or
+            // `c` channels side by side (NHWC).
+            fn run<T: Elem>(
+                op: &[T],
+                src: &[T],
+                dst: &mut [T],
+                (h, w, c): (usize, usize, usize),
+                out: (usize, usize),
+                (wy, wx): (&WindowDim, &WindowDim),
+                keep: impl Fn(T, T) -> bool,
+            ) {
+                if c == 1 {
+                    scatter_2d(op, src, dst, (h, w), out, wy, wx, keep)
+                } else {
+                    scatter_2d_channels(op, src, dst, (h, w, c), out, wy, wx, keep)
+                }
+            }
             let plane = |(block, dst): (usize, &mut [T])| {
                 let op = &operand[block * in_block..(block + 1) * in_block];
                 let src = &source[block * src_block..(block + 1) * src_block];
+                let geometry = ((h, wd, c), (oh, ow), (wy, wx));
+                let (hw, o, win) = geometry;
                 match self.dir {
-                    ComparisonDirection::Ge => {
-                        scatter_2d(op, src, dst, (h, wd), (oh, ow), wy, wx, |a: T, b: T| a >= b)
-                    }
-                    ComparisonDirection::Gt => {
-                        scatter_2d(op, src, dst, (h, wd), (oh, ow), wy, wx, |a: T, b: T| a > b)
-                    }
-                    ComparisonDirection::Le => {
-                        scatter_2d(op, src, dst, (h, wd), (oh, ow), wy, wx, |a: T, b: T| a <= b)
-                    }
-                    _ => scatter_2d(op, src, dst, (h, wd), (oh, ow), wy, wx, |a: T, b: T| a < b),
+                    ComparisonDirection::Ge => run(op, src, dst, hw, o, win, |a: T, b: T| a >= b),
+                    ComparisonDirection::Gt => run(op, src, dst, hw, o, win, |a: T, b: T| a > b),
+                    ComparisonDirection::Le => run(op, src, dst, hw, o, win, |a: T, b: T| a <= b),
+                    _ => run(op, src, dst, hw, o, win, |a: T, b: T| a < b),
                 }
             };
             if blocks > 1 && operand.len() >= 1 << 16 {
