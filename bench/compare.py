@@ -242,6 +242,20 @@ def int_sum_rows(x):
     return jnp.sum(x, axis=1)
 
 
+@workload("cnn_grad_nhwc",
+          lambda r: [normal(r, (3, 3, 16, 32), 0.1), normal(r, (8, 32, 32, 16))], **REDUCTION,
+          hlo_ops=("convolution", "select-and-scatter"),
+          note="weight gradient of an NHWC conv 3x3 16->32, relu, 2x2 max-pool, mean, on [8,32,32,16]")
+def cnn_grad_nhwc(w, x):
+    def f(w):
+        y = lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        y = jax.nn.relu(y)
+        y = lax.reduce_window(y, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+        return jnp.mean(y, axis=(1, 2)).sum()
+    return jax.grad(f)(w)
+
+
 @workload("transpose", lambda r: [normal(r, (4096, 4096))], **EXACT, hlo_ops=("transpose",),
           note="f32[4096,4096] transposed (the result has the default layout, so it is a real copy)")
 def transpose(x):
