@@ -331,6 +331,17 @@ fn convolutions_in_several_layouts() {
         ),
         2e-3,
     );
+    // A kernel wider than the output, with strides, padding and both
+    // dilations (patches built one output position at a time).
+    check(
+        &conv(
+            "2,5,30",
+            "4,5,12",
+            "2,4,6",
+            "window={size=12 stride=8 pad=3_3 lhs_dilate=2 rhs_dilate=2}, dim_labels=bf0_oi0->bf0",
+        ),
+        1e-4,
+    );
 }
 
 const MAX: &str = "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] maximum(a, b)\n}\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\nge {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=GE\n}\ngt {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=GT\n}\nle {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=LE\n}\n";

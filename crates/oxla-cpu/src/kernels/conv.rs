@@ -84,6 +84,11 @@ struct Geometry {
     /// Whether the output positions walk memory with one stride.
     merged: bool,
     s_stride: usize,
+    /// Patches laid out one output position after another (each position's
+    /// patch contiguous) rather than one row per (feature, kernel
+    /// position): for kernels wider than the output (weight gradients),
+    /// whose runs along the kernel are the long ones.
+    by_position: bool,
 }
 
 impl ConvKernel {
@@ -121,6 +126,7 @@ impl ConvKernel {
         let merged = (0..n_sp.saturating_sub(1))
             .all(|s| o_sp[s + 1] == 1 || sp_strides[s] == sp_strides[s + 1] * o_sp[s + 1]);
         let s_stride = if n_sp == 0 { 1 } else { sp_strides[n_sp - 1] };
+        let by_position = n_sp > 0 && k_sp[n_sp - 1] > o_sp[n_sp - 1];
         Geometry {
             ls,
             os,
@@ -135,6 +141,7 @@ impl ConvKernel {
             sp_strides,
             merged,
             s_stride,
+            by_position,
         }
     }
 
@@ -377,8 +384,8 @@ impl ConvKernel {
                 1,
                 rows as isize,
                 patches.as_ptr(),
-                1,
-                s_total as isize,
+                if geo.by_position { rows as isize } else { 1 },
+                if geo.by_position { 1 } else { s_total as isize },
                 zero,
                 one,
                 false,
@@ -407,9 +414,105 @@ impl ConvKernel {
         }
     }
 
+    /// The patches of batch element `b`, features from `c0` on, in the
+    /// layout `geo.by_position` chooses.
+    fn im2col<T: Copy>(
+        &self,
+        lhs: &[T],
+        geo: &Geometry,
+        b: usize,
+        c0: usize,
+        patches: &mut [T],
+        zero: T,
+    ) {
+        if geo.by_position {
+            self.im2col_by_position(lhs, geo, b, c0, patches, zero)
+        } else {
+            self.im2col_by_row(lhs, geo, b, c0, patches, zero)
+        }
+    }
+
+    /// The input index along spatial dimension `s` read by output index `o`
+    /// and kernel index `k`, if any (none in padding and holes).
+    fn source(&self, geo: &Geometry, s: usize, o: usize, k: usize) -> Option<usize> {
+        let w = &self.window.dims[s];
+        let pos = o as i64 * w.stride + k as i64 * w.window_dilation - w.pad_low;
+        if pos < 0 || pos % w.base_dilation != 0 {
+            return None;
+        }
+        let i = pos / w.base_dilation;
+        (i < geo.in_sp[s] as i64).then_some(i as usize)
+    }
+
+    /// Fills `patches[s * rows + ci * kk + p]` with the input value under
+    /// kernel position `p` for output position `s` (zero in padding and
+    /// holes): each output position's patch in one piece, built in runs
+    /// along the kernel's innermost spatial dimension.
+    fn im2col_by_position<T: Copy>(
+        &self,
+        lhs: &[T],
+        geo: &Geometry,
+        b: usize,
+        c0: usize,
+        patches: &mut [T],
+        zero: T,
+    ) {
+        let d = &self.d;
+        let n_sp = geo.in_sp.len();
+        let last = n_sp - 1;
+        let kk: usize = geo.k_sp.iter().product();
+        let k_last = geo.k_sp[last];
+        let in_strides: Vec<usize> = d
+            .input_spatial_dimensions
+            .iter()
+            .map(|&k| geo.ls[k as usize])
+            .collect();
+        let base_b = b * geo.ls[d.input_batch_dimension as usize];
+        let fstride = geo.ls[d.input_feature_dimension as usize];
+        let mut opos = vec![0usize; n_sp];
+        let mut kpos = vec![0usize; n_sp];
+        for (s, patch) in patches.chunks_mut(geo.rows).take(geo.s_total).enumerate() {
+            let mut rem = s;
+            for k in (0..n_sp).rev() {
+                opos[k] = rem % geo.o_sp[k];
+                rem /= geo.o_sp[k];
+            }
+            // Along the kernel's innermost dimension: the input index of each tap.
+            let taps: Vec<Option<usize>> = (0..k_last)
+                .map(|k| self.source(geo, last, opos[last], k))
+                .collect();
+            for (ci, rows) in patch.chunks_mut(kk).enumerate() {
+                let feature_base = base_b + (c0 + ci) * fstride;
+                for (ko, seg) in rows.chunks_mut(k_last).enumerate() {
+                    let mut rem = ko;
+                    let mut off = Some(feature_base);
+                    for k in (0..last).rev() {
+                        kpos[k] = rem % geo.k_sp[k];
+                        rem /= geo.k_sp[k];
+                        off = match (off, self.source(geo, k, opos[k], kpos[k])) {
+                            (Some(o), Some(i)) => Some(o + i * in_strides[k]),
+                            _ => None,
+                        };
+                    }
+                    match off {
+                        None => seg.fill(zero),
+                        Some(base) => {
+                            for (v, tap) in seg.iter_mut().zip(&taps) {
+                                *v = match tap {
+                                    Some(i) => lhs[base + i * in_strides[last]],
+                                    None => zero,
+                                };
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Fills `patches[(ci * kk + p) * s_total + s]` with the input value under
     /// kernel position `p` for output position `s` (zero in padding and holes).
-    fn im2col<T: Copy>(
+    fn im2col_by_row<T: Copy>(
         &self,
         lhs: &[T],
         geo: &Geometry,
@@ -431,15 +534,7 @@ impl ConvKernel {
             .collect();
         let base_b = b * geo.ls[d.input_batch_dimension as usize];
         let fstride = geo.ls[d.input_feature_dimension as usize];
-        // The input index along spatial dim `s` for output index o and kernel index k, if any.
-        let source = |s: usize, o: usize, k: usize| -> Option<usize> {
-            let pos = o as i64 * w[s].stride + k as i64 * w[s].window_dilation - w[s].pad_low;
-            if pos < 0 || pos % w[s].base_dilation != 0 {
-                return None;
-            }
-            let i = pos / w[s].base_dilation;
-            (i < in_sp[s] as i64).then_some(i as usize)
-        };
+        let source = |s: usize, o: usize, k: usize| self.source(geo, s, o, k);
         let mut kpos = vec![0usize; n_sp];
         let mut opos = vec![0usize; n_sp];
         let last = n_sp.wrapping_sub(1);
