@@ -334,9 +334,13 @@ fn plan_tiled(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<P
         }
         let d = usize::try_from(i.attrs.iota_dimension?).ok()?;
         let size = *a.dims().get(d)?;
-        let stride = a.dims()[d + 1..].iter().product::<i64>();
+        // (An empty iota, whose other dimensions may be huge, is not one.)
+        let stride = a.dims()[d + 1..]
+            .iter()
+            .try_fold(1usize, |n, &x| n.checked_mul(usize::try_from(x).ok()?))?;
         let (f, max) = crate::kernels::tiled::iota_fn(a.element_type())?;
-        (size > 0 && size as u64 <= max).then_some((f, stride as usize, size as usize))
+        let ok = size > 0 && stride > 0 && size as u64 <= max;
+        ok.then_some((f, stride, size as usize))
     };
     let mut members = BTreeSet::from([k]);
     let mut queue: BTreeSet<usize> = root.operands.iter().map(|o| o.index()).collect();

@@ -1121,3 +1121,15 @@ fn iotas_inside_tiled_loops() {
     let text = "HloModule t\nENTRY e {\n  r = s32[300,513] iota(), iota_dimension=0\n  c = s32[300,513] iota(), iota_dimension=1\n  x = s32[300,513] parameter(0)\n  m = s32[300,513] multiply(r, x)\n  ROOT o = s32[300,513] subtract(m, c)\n}\n";
     assert!(check_exe(text, 0.0).contains("tiled loop"));
 }
+
+#[test]
+fn an_empty_iota_with_huge_dimensions_in_an_integer_loop() {
+    // The iota's stride overflows usize; the array is empty.
+    let text = "HloModule t\nENTRY e {\n  p = s32[0,4,4294967296,4294967296] parameter(0)\n  i = s32[0,4,4294967296,4294967296] iota(), iota_dimension=1\n  ROOT a = s32[0,4,4294967296,4294967296] add(p, i)\n}\n";
+    let shape =
+        oxla_hlo::ArrayShape::new(PrimitiveType::S32, vec![0i64, 4, 4294967296, 4294967296])
+            .unwrap();
+    let empty = Literal::Array(ArrayLiteral::new(shape, ArrayData::S32(vec![])).unwrap());
+    let (got, want) = run_both(text, &[empty]);
+    assert!(got.bitwise_eq(&want));
+}

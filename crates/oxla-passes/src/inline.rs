@@ -8,10 +8,14 @@ use oxla_hlo::{HloModule, Opcode};
 
 use crate::Pass;
 use crate::effects::Effects;
-use crate::splice::{names, rebuild};
+use crate::splice::{Names, rebuild};
 
 /// A computation is not grown past this many instructions by inlining.
 const MAX_INSTRUCTIONS: usize = 1 << 16;
+/// Nor the module past this many times its size (plus `MAX_INSTRUCTIONS`):
+/// every computation is flattened, so chains of calls that each add work
+/// would otherwise grow the module quadratically.
+const MAX_GROWTH: usize = 4;
 
 pub struct Inline;
 
@@ -29,8 +33,18 @@ impl Pass for Inline {
             return false;
         }
         let effects = Effects::new(module);
-        let mut names = names(module);
+        let mut names = Names::of(module);
         let mut changed = false;
+        let count = |m: &HloModule| -> usize {
+            m.computations()
+                .iter()
+                .map(|c| c.instructions().len())
+                .sum()
+        };
+        let budget = count(module)
+            .saturating_mul(MAX_GROWTH)
+            .saturating_add(MAX_INSTRUCTIONS);
+        let mut total = count(module);
         // Callees come before callers: each callee is inlined into before
         // its callers copy it.
         for c in 0..module.computations().len() {
@@ -43,12 +57,13 @@ impl Pass for Inline {
                     return None;
                 }
                 let callee = callees.get(instr.called.to_apply?.index())?;
-                let grown = size + callee.instructions().len();
-                if grown > MAX_INSTRUCTIONS {
+                let added = callee.instructions().len();
+                if size + added > MAX_INSTRUCTIONS || total + added > budget {
                     return None;
                 }
                 let root = splice.inline(callee, operands)?;
-                size = grown;
+                size += added;
+                total += added;
                 Some(root)
             });
         }

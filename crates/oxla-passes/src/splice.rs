@@ -1,15 +1,57 @@
 //! Rebuilding a computation with some of its instructions replaced by copies
 //! of whole computations: the step call inlining and loop unrolling share.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use oxla_hlo::{HloComputation, HloInstruction, HloModule, InstrId, Opcode};
 
-/// The instructions of a computation being rebuilt, and every instruction
-/// name of the module, so copies get names no other instruction has.
+/// Every instruction name of a module, and for each base name the next
+/// suffix to try, so copies get names no other instruction has: `add.16`
+/// copied becomes `add.N` for the first free `N` (counted per base, so
+/// names neither grow with nesting nor cost more the more copies there are).
+pub(crate) struct Names {
+    taken: HashSet<String>,
+    next: HashMap<String, usize>,
+}
+
+impl Names {
+    pub fn of(module: &HloModule) -> Names {
+        Names {
+            taken: module
+                .computations()
+                .iter()
+                .flat_map(|c| c.instructions())
+                .map(|i| i.name.clone())
+                .collect(),
+            next: HashMap::new(),
+        }
+    }
+
+    /// A name for a copy of the instruction named `name`.
+    fn fresh(&mut self, name: &str) -> String {
+        let base = match name.rsplit_once('.') {
+            Some((b, n))
+                if !b.is_empty() && !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) =>
+            {
+                b
+            }
+            _ => name,
+        };
+        let next = self.next.entry(base.to_string()).or_insert(1);
+        loop {
+            let candidate = format!("{base}.{next}");
+            *next += 1;
+            if self.taken.insert(candidate.clone()) {
+                return candidate;
+            }
+        }
+    }
+}
+
+/// The instructions of a computation being rebuilt, and the module's names.
 pub(crate) struct Splice<'a> {
     pub out: Vec<HloInstruction>,
-    names: &'a mut HashSet<String>,
+    names: &'a mut Names,
 }
 
 impl Splice<'_> {
@@ -17,19 +59,6 @@ impl Splice<'_> {
     fn push(&mut self, instr: HloInstruction) -> InstrId {
         self.out.push(instr);
         InstrId::new(self.out.len() - 1)
-    }
-
-    /// `base` if no instruction of the module has that name, else the first
-    /// free `base.N`.
-    fn unique(&mut self, base: &str) -> String {
-        let mut name = base.to_string();
-        let mut n = 1usize;
-        while self.names.contains(&name) {
-            name = format!("{base}.{n}");
-            n += 1;
-        }
-        self.names.insert(name.clone());
-        name
     }
 
     /// Appends a copy of `callee`'s instructions with its parameter `p`
@@ -54,21 +83,11 @@ impl Splice<'_> {
             {
                 *op = *map.get(op.index())?;
             }
-            copy.name = self.unique(&instr.name);
+            copy.name = self.names.fresh(&instr.name);
             map.push(self.push(copy));
         }
         map.get(callee.root().index()).copied()
     }
-}
-
-/// Every instruction name in `module`.
-pub(crate) fn names(module: &HloModule) -> HashSet<String> {
-    module
-        .computations()
-        .iter()
-        .flat_map(|c| c.instructions())
-        .map(|i| i.name.clone())
-        .collect()
 }
 
 /// Rebuilds computation `c` of `module`: `expand(callees, splice, instr,
@@ -80,7 +99,7 @@ pub(crate) fn names(module: &HloModule) -> HashSet<String> {
 pub(crate) fn rebuild(
     module: &mut HloModule,
     c: usize,
-    names: &mut HashSet<String>,
+    names: &mut Names,
     mut expand: impl FnMut(
         &[HloComputation],
         &mut Splice,

@@ -15,12 +15,14 @@ use oxla_hlo::{HloComputation, HloInstruction, HloModule, InstrId, Opcode, Primi
 
 use crate::Pass;
 use crate::effects::Effects;
-use crate::splice::{names, rebuild};
+use crate::splice::{Names, rebuild};
 
 /// Loops with more trips than this stay loops.
 pub const MAX_TRIPS: usize = 8;
-/// Nor is a loop unrolled into more instructions than this.
+/// Nor is a loop unrolled into more instructions than this,
 const MAX_INSTRUCTIONS: usize = 4096;
+/// nor a computation grown past this many by unrolling.
+const MAX_COMPUTATION: usize = 1 << 16;
 
 pub struct UnrollWhile;
 
@@ -38,9 +40,10 @@ impl Pass for UnrollWhile {
             return false;
         }
         let effects = Effects::new(module);
-        let mut names = names(module);
+        let mut names = Names::of(module);
         let mut changed = false;
         for c in 0..module.computations().len() {
+            let mut size = module.computations()[c].instructions().len();
             changed |= rebuild(module, c, &mut names, |callees, splice, instr, operands| {
                 if instr.opcode != Opcode::While
                     || !instr.control_predecessors.is_empty()
@@ -54,9 +57,11 @@ impl Pass for UnrollWhile {
                     return None;
                 };
                 let trips = trip_count(cond, body, &splice.out, init)?;
-                if trips * body.instructions().len() > MAX_INSTRUCTIONS {
+                let added = trips * body.instructions().len();
+                if added > MAX_INSTRUCTIONS || size + added > MAX_COMPUTATION {
                     return None;
                 }
+                size += added;
                 let mut state = init;
                 for _ in 0..trips {
                     state = splice.inline(body, &[state])?;

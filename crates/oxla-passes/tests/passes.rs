@@ -615,8 +615,8 @@ fn calls_are_inlined_through_every_level() {
             "p = f32[4] parameter(0)",
             "q = f32[4] parameter(1)",
             // Copies get names no other instruction of the module has.
-            "y.1.1 = f32[4] multiply(q, q)",
-            "ROOT r = f32[4] subtract(y.1.1, p)",
+            "y.2 = f32[4] multiply(q, q)",
+            "ROOT r = f32[4] subtract(y.2, p)",
         ],
     );
 }
@@ -724,4 +724,48 @@ fn long_or_uncounted_loops_stay_loops() {
     let param = counted_loop("s32", 0, 1, &lt(3))
         .replace("start = s32[] constant(0)", "start = s32[] parameter(1)");
     assert!(has_while(&param));
+}
+
+#[test]
+fn inlining_a_chain_that_adds_work_at_every_level_stays_bounded() {
+    // Each level calls the one below and adds a negation: flattening every
+    // computation would make the module quadratic in the depth.
+    let levels = 3000;
+    let mut text = String::from(
+        "HloModule deep\nc0 {\n  p = f32[] parameter(0)\n  ROOT n = f32[] negate(p)\n}\n",
+    );
+    for k in 1..=levels {
+        text.push_str(&format!(
+            "c{k} {{\n  p = f32[] parameter(0)\n  r = f32[] call(p), to_apply=c{}\n  ROOT n = f32[] negate(r)\n}}\n",
+            k - 1
+        ));
+    }
+    text.push_str(&format!(
+        "ENTRY e {{\n  p = f32[] parameter(0)\n  ROOT r = f32[] call(p), to_apply=c{levels}\n}}\n"
+    ));
+    let mut m = oxla_text::parse_module(&text).unwrap();
+    let count = |m: &HloModule| -> usize {
+        m.computations()
+            .iter()
+            .map(|c| c.instructions().len())
+            .sum()
+    };
+    let before = count(&m);
+    assert!(Inline.run(&mut m));
+    oxla_hlo::verifier::verify(&m).unwrap();
+    assert!(
+        count(&m) <= 4 * before + (1 << 16),
+        "{} instructions from {before}",
+        count(&m)
+    );
+    // Copies are named from their base name with one counter each: no
+    // name grows with the depth.
+    let longest = m
+        .computations()
+        .iter()
+        .flat_map(|c| c.instructions())
+        .map(|i| i.name.len())
+        .max()
+        .unwrap();
+    assert!(longest <= "n.99999999".len(), "a name of {longest} bytes");
 }
