@@ -432,6 +432,22 @@ impl ConvKernel {
         }
     }
 
+    /// The input's spatial strides, the offset of batch element `b`, and
+    /// the feature stride.
+    fn input_layout(&self, geo: &Geometry, b: usize) -> (Vec<usize>, usize, usize) {
+        let d = &self.d;
+        let in_strides = d
+            .input_spatial_dimensions
+            .iter()
+            .map(|&k| geo.ls[k as usize])
+            .collect();
+        (
+            in_strides,
+            b * geo.ls[d.input_batch_dimension as usize],
+            geo.ls[d.input_feature_dimension as usize],
+        )
+    }
+
     /// The input index along spatial dimension `s` read by output index `o`
     /// and kernel index `k`, if any (none in padding and holes).
     fn source(&self, geo: &Geometry, s: usize, o: usize, k: usize) -> Option<usize> {
@@ -457,18 +473,11 @@ impl ConvKernel {
         patches: &mut [T],
         zero: T,
     ) {
-        let d = &self.d;
         let n_sp = geo.in_sp.len();
         let last = n_sp - 1;
         let kk: usize = geo.k_sp.iter().product();
         let k_last = geo.k_sp[last];
-        let in_strides: Vec<usize> = d
-            .input_spatial_dimensions
-            .iter()
-            .map(|&k| geo.ls[k as usize])
-            .collect();
-        let base_b = b * geo.ls[d.input_batch_dimension as usize];
-        let fstride = geo.ls[d.input_feature_dimension as usize];
+        let (in_strides, base_b, fstride) = self.input_layout(geo, b);
         let mut opos = vec![0usize; n_sp];
         let mut kpos = vec![0usize; n_sp];
         for (s, patch) in patches.chunks_mut(geo.rows).take(geo.s_total).enumerate() {
@@ -521,19 +530,12 @@ impl ConvKernel {
         patches: &mut [T],
         zero: T,
     ) {
-        let d = &self.d;
         let (in_sp, k_sp, o_sp) = (&geo.in_sp, &geo.k_sp, &geo.o_sp);
         let n_sp = in_sp.len();
         let kk: usize = k_sp.iter().product();
         let s_total = geo.s_total;
         let w = &self.window.dims;
-        let in_strides: Vec<usize> = d
-            .input_spatial_dimensions
-            .iter()
-            .map(|&k| geo.ls[k as usize])
-            .collect();
-        let base_b = b * geo.ls[d.input_batch_dimension as usize];
-        let fstride = geo.ls[d.input_feature_dimension as usize];
+        let (in_strides, base_b, fstride) = self.input_layout(geo, b);
         let source = |s: usize, o: usize, k: usize| self.source(geo, s, o, k);
         let mut kpos = vec![0usize; n_sp];
         let mut opos = vec![0usize; n_sp];

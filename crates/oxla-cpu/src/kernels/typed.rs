@@ -348,17 +348,7 @@ fn rotate_typed<T: NativeType + Copy>(
     o: &mut ArrayData,
     rotate: impl Fn(T, u32) -> T,
 ) -> bool {
-    match (T::slice(a), T::slice_mut(o)) {
-        (Some(a), Some(o)) if a.len() == o.len() => {
-            vectorized(o.len(), || {
-                for (o, &a) in o.iter_mut().zip(a) {
-                    *o = rotate(a, k);
-                }
-            });
-            true
-        }
-        _ => false,
-    }
+    convert_with::<T, T>(a, o, |v| rotate(v, k))
 }
 
 /// The rotation of `ty` (32- and 64-bit integers).

@@ -479,10 +479,33 @@ pub(crate) fn plan_select_and_scatter(
     })
 }
 
-/// Select-and-scatter over one plane: for each source element, the window
-/// position `keep` selects (the first of equals under GE or LE), in
-/// row-major window order as XLA walks it, receives the source value.
+/// The positions (`y * w + x`) that the window of output `(oy, ox)` covers
+/// inside an `h` x `w` plane, in row-major window order as XLA walks it.
 #[inline(always)]
+fn window_taps<'a>(
+    (h, w): (usize, usize),
+    (oy, ox): (usize, usize),
+    wy: &'a WindowDim,
+    wx: &'a WindowDim,
+) -> impl Iterator<Item = usize> + 'a {
+    let y0 = oy as i64 * wy.stride - wy.pad_low;
+    let x0 = ox as i64 * wx.stride - wx.pad_low;
+    (0..wy.size)
+        .map(move |ky| y0 + ky * wy.window_dilation)
+        .filter(move |&y| y >= 0 && y < h as i64)
+        .flat_map(move |y| {
+            (0..wx.size)
+                .map(move |kx| x0 + kx * wx.window_dilation)
+                .filter(move |&x| x >= 0 && x < w as i64)
+                .map(move |x| y as usize * w + x as usize)
+        })
+}
+
+/// Select-and-scatter over one plane: for each source element, the window
+/// position `keep` selects (the first of equals under GE or LE) receives
+/// the source value.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn scatter_2d<T: Elem>(
     op: &[T],
     src: &[T],
@@ -494,28 +517,14 @@ fn scatter_2d<T: Elem>(
     keep: impl Fn(T, T) -> bool,
 ) {
     for oy in 0..oh {
-        let y0 = oy as i64 * wy.stride - wy.pad_low;
         for ox in 0..ow {
-            let x0 = ox as i64 * wx.stride - wx.pad_low;
             let mut best: Option<(usize, T)> = None;
-            for ky in 0..wy.size {
-                let y = y0 + ky * wy.window_dilation;
-                if y < 0 || y >= h as i64 {
-                    continue;
-                }
-                let row = y as usize * w;
-                for kx in 0..wx.size {
-                    let x = x0 + kx * wx.window_dilation;
-                    if x < 0 || x >= w as i64 {
-                        continue;
-                    }
-                    let o = row + x as usize;
-                    let v = op[o];
-                    best = match best {
-                        Some((bo, bv)) if keep(bv, v) => Some((bo, bv)),
-                        _ => Some((o, v)),
-                    };
-                }
+            for o in window_taps((h, w), (oy, ox), wy, wx) {
+                let v = op[o];
+                best = match best {
+                    Some((bo, bv)) if keep(bv, v) => Some((bo, bv)),
+                    _ => Some((o, v)),
+                };
             }
             if let Some((o, _)) = best {
                 dst[o] = dst[o] + src[oy * ow + ox];
@@ -525,9 +534,7 @@ fn scatter_2d<T: Elem>(
 }
 
 /// [`scatter_2d`] over one plane of `c` channels (the innermost
-/// dimension, which no window spans): for each source element, the window
-/// position `keep` selects (the first of equals under GE or LE), in
-/// row-major window order as XLA walks it, receives the source value.
+/// dimension, which no window spans), the channels compared side by side.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn scatter_2d_channels<T: Elem>(
@@ -540,42 +547,29 @@ fn scatter_2d_channels<T: Elem>(
     wx: &WindowDim,
     keep: impl Fn(T, T) -> bool,
 ) {
-    // Per channel: the selected element's offset and value, and whether
-    // any position of the window was inside the operand.
+    // Per channel: the selected element's offset and value.
     let mut best_o = vec![0usize; c];
     let mut best_v: Vec<T> = op.get(..c).map(<[T]>::to_vec).unwrap_or_default();
     for oy in 0..oh {
-        let y0 = oy as i64 * wy.stride - wy.pad_low;
         for ox in 0..ow {
-            let x0 = ox as i64 * wx.stride - wx.pad_low;
+            // Whether any position of the window was inside the plane.
             let mut any = false;
-            for ky in 0..wy.size {
-                let y = y0 + ky * wy.window_dilation;
-                if y < 0 || y >= h as i64 {
-                    continue;
-                }
-                let row = y as usize * w;
-                for kx in 0..wx.size {
-                    let x = x0 + kx * wx.window_dilation;
-                    if x < 0 || x >= w as i64 {
-                        continue;
-                    }
-                    let o = (row + x as usize) * c;
-                    let values = &op[o..o + c];
-                    if any {
-                        for (ch, &v) in values.iter().enumerate() {
-                            if !keep(best_v[ch], v) {
-                                best_v[ch] = v;
-                                best_o[ch] = o + ch;
-                            }
+            for o in window_taps((h, w), (oy, ox), wy, wx) {
+                let o = o * c;
+                let values = &op[o..o + c];
+                if any {
+                    for (ch, &v) in values.iter().enumerate() {
+                        if !keep(best_v[ch], v) {
+                            best_v[ch] = v;
+                            best_o[ch] = o + ch;
                         }
-                    } else {
-                        best_v.copy_from_slice(values);
-                        for (ch, b) in best_o.iter_mut().enumerate() {
-                            *b = o + ch;
-                        }
-                        any = true;
                     }
+                } else {
+                    best_v.copy_from_slice(values);
+                    for (ch, b) in best_o.iter_mut().enumerate() {
+                        *b = o + ch;
+                    }
+                    any = true;
                 }
             }
             if any {
