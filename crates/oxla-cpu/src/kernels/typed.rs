@@ -105,7 +105,7 @@ pub(crate) fn select(p: &ArrayData, a: &ArrayData, b: &ArrayData, out: &mut Arra
         if let [p] = p {
             o.copy_from_slice(if *p { a } else { b });
         } else if p.len() == o.len() {
-            vectorized(o.len(), || {
+            vectorized(o.len(), move || {
                 for (((o, &p), &a), &b) in o.iter_mut().zip(p).zip(a).zip(b) {
                     *o = if p { a } else { b };
                 }
@@ -131,7 +131,7 @@ fn zip<T: Copy>(a: &[T], b: &[T], o: &mut [T], f: impl Fn(T, T) -> T) -> bool {
     if a.len() != o.len() || b.len() != o.len() {
         return false;
     }
-    vectorized(o.len(), || {
+    vectorized(o.len(), move || {
         for ((o, &a), &b) in o.iter_mut().zip(a).zip(b) {
             *o = f(a, b);
         }
@@ -323,7 +323,7 @@ fn splat_typed<T: Lanes, const OP: u8, const SCALAR_FIRST: bool>(
     match (T::slice(a), T::slice_mut(o)) {
         (Some(a), Some(o)) if a.len() == o.len() => {
             let s = T::from_bits(s);
-            vectorized(o.len(), || {
+            vectorized(o.len(), move || {
                 for (o, &a) in o.iter_mut().zip(a) {
                     *o = if SCALAR_FIRST {
                         T::arith::<OP>(s, a)
@@ -348,7 +348,7 @@ fn rotate_typed<T: NativeType + Copy>(
     o: &mut ArrayData,
     rotate: impl Fn(T, u32) -> T,
 ) -> bool {
-    convert_with::<T, T>(a, o, |v| rotate(v, k))
+    convert_with::<T, T>(a, o, move |v| rotate(v, k))
 }
 
 /// The rotation of `ty` (32- and 64-bit integers).
@@ -368,7 +368,7 @@ fn update_typed<T: Lanes, const OP: u8, const FIRST: bool>(
 ) -> bool {
     match (T::slice_mut(o), T::slice(x)) {
         (Some(o), Some(x)) if o.len() == x.len() => {
-            vectorized(o.len(), || {
+            vectorized(o.len(), move || {
                 for (o, &x) in o.iter_mut().zip(x) {
                     *o = if FIRST {
                         T::arith::<OP>(*o, x)
@@ -460,7 +460,7 @@ fn compare_typed<T: Lanes, const DIR: u8>(a: &ArrayData, b: &ArrayData, o: &mut 
     if a.len() != o.len() || b.len() != o.len() {
         return false;
     }
-    vectorized(o.len(), || {
+    vectorized(o.len(), move || {
         for (o, (a, b)) in o.iter_mut().zip(a.iter().zip(b)) {
             *o = holds::<DIR, T>(a, b);
         }
@@ -583,7 +583,11 @@ fn convert_with<S: NativeType, D: NativeType>(
 ) -> bool {
     match (S::slice(x), D::slice_mut(o)) {
         (Some(x), Some(o)) if x.len() == o.len() => {
-            vectorized(o.len(), || {
+            // `move`: the loop owns `f` and what it captured (a rotation's
+            // amount), so the compiler knows the stores cannot change them
+            // and keeps them in registers; borrowed, they were reloaded
+            // every element and the loop stayed scalar.
+            vectorized(o.len(), move || {
                 for (o, &x) in o.iter_mut().zip(x) {
                     *o = f(x);
                 }
@@ -688,7 +692,9 @@ fn fold_typed<T: Lanes + Send + Sync, const OP: u8>(
         for start in g.runs(base) {
             acc = if stride == 1 {
                 let run = &x[start..start + n];
-                vectorized(n, || run.iter().fold(acc, |a, &v| T::arith::<OP>(a, v)))
+                vectorized(n, move || {
+                    run.iter().fold(acc, |a, &v| T::arith::<OP>(a, v))
+                })
             } else {
                 (0..n).fold(acc, |a, e| T::arith::<OP>(a, x[start + e * stride]))
             };
