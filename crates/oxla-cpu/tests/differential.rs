@@ -255,6 +255,25 @@ fn copies_and_transposes_of_any_type() {
 }
 
 #[test]
+fn register_transposes_of_32_and_64_bit_elements() {
+    // Whole 16x16 (32-bit) and 16x8 (64-bit) blocks transpose in registers;
+    // the edges of these shapes are partial blocks, done element by element.
+    let cases = [
+        "x = f32[67,1029] parameter(0)\n  ROOT t = f32[1029,67] transpose(x), dimensions={1,0}",
+        "x = u32[512,640] parameter(0)\n  ROOT t = u32[640,512] transpose(x), dimensions={1,0}",
+        "x = u64[2,100,300] parameter(0)\n  ROOT t = u64[2,300,100] transpose(x), dimensions={0,2,1}",
+        "x = f64[130,70] parameter(0)\n  ROOT t = f64[70,130] transpose(x), dimensions={1,0}",
+        "x = f32[20,48,33] parameter(0)\n  ROOT t = f32[33,20,48] transpose(x), dimensions={2,0,1}",
+        // The input runs are read backwards: a negative stride between runs.
+        "x = s64[300,200] parameter(0)\n  t = s64[200,300] transpose(x), dimensions={1,0}\n  ROOT r = s64[200,300] reverse(t), dimensions={1}",
+        "x = s32[300,200] parameter(0)\n  t = s32[200,300] transpose(x), dimensions={1,0}\n  ROOT r = s32[200,300] reverse(t), dimensions={1}",
+    ];
+    for body in cases {
+        check_kernel(&format!("HloModule t\nENTRY e {{\n  {body}\n}}\n"), "copy");
+    }
+}
+
+#[test]
 fn convolutions_in_several_layouts() {
     let conv = |l: &str, r: &str, o: &str, attrs: &str| {
         format!(
