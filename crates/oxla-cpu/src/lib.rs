@@ -95,8 +95,8 @@ impl CpuExecutable {
                     program::Kind::GetTupleElement(i) => format!("get-tuple-element {i}"),
                     program::Kind::Call(_) => "call".to_string(),
                     program::Kind::While { small: None, .. } => "while".to_string(),
-                    program::Kind::While { small: Some(_), .. } => {
-                        "while (small-state loop)".to_string()
+                    program::Kind::While { small: Some(l), .. } => {
+                        format!("while (small-state loop{})", l.counting())
                     }
                     program::Kind::Conditional { .. } => "conditional".to_string(),
                     program::Kind::Kernel(k) => k.name().to_string(),

@@ -12,6 +12,7 @@
 
 use std::sync::Mutex;
 
+use oxla_hlo::ir::ComparisonDirection;
 use oxla_hlo::{
     ArrayData, ArrayShape, ComputationId, HloComputation, HloInstruction, HloModule, InstrId,
     NativeType, Opcode, PrimitiveType, Scalar, with_array_data,
@@ -150,6 +151,82 @@ struct LoopCode {
     /// How the body's results become the next state: copies in order, the
     /// ones that read state registers going through temporaries first.
     writeback: Vec<Move>,
+    /// When the condition only compares a counter the body steps by a
+    /// fixed amount with a fixed bound: its trip count is known on entry.
+    counted: Option<Counted>,
+}
+
+/// A counted loop: the condition is `counter dir bound` (all in the scalar
+/// bank, of an integer type), and one body operation steps the counter by
+/// `step`, which like `bound` nothing in the loop writes.
+#[derive(Clone, Copy, Debug)]
+struct Counted {
+    counter: Bank,
+    bound: Bank,
+    step: Bank,
+    ty: PrimitiveType,
+    /// The comparison with the counter on the left.
+    dir: ComparisonDirection,
+    /// The step is subtracted.
+    down: bool,
+    /// The stepping operation `(f, a, b)`, taken out of the body when
+    /// nothing else reads the counter: a counted run then sets the
+    /// counter once, at the end; a run that tests the condition applies
+    /// it after the body.
+    taken: Option<(ScalarFn, Bank, Bank)>,
+}
+
+impl Counted {
+    /// The number of iterations from the bank's values, when the counter
+    /// moves toward the bound and no value it takes wraps its type (a
+    /// wrapping or endless loop runs the condition each time).
+    fn trips(&self, bank: &[u64]) -> Option<u64> {
+        let (bits, min, max): (fn(u64) -> i128, i128, i128) = match self.ty {
+            PrimitiveType::S32 => (
+                |v| i128::from(v as u32 as i32),
+                i32::MIN.into(),
+                i32::MAX.into(),
+            ),
+            PrimitiveType::S64 => (|v| i128::from(v as i64), i64::MIN.into(), i64::MAX.into()),
+            PrimitiveType::U32 => (|v| i128::from(v as u32), 0, u32::MAX.into()),
+            PrimitiveType::U64 => (i128::from, 0, u64::MAX.into()),
+            _ => return None,
+        };
+        let get = |b: Bank| bank.get(b).map(|&v| bits(v));
+        let (i, n, s) = (get(self.counter)?, get(self.bound)?, get(self.step)?);
+        let s = if self.down { -s } else { s };
+        let trips = match self.dir {
+            // Steps of `s` from `i` that stay below `n`: ceil((n - i) / s).
+            ComparisonDirection::Lt if s > 0 => (n - i + s - 1).max(0) / s,
+            ComparisonDirection::Le if s > 0 => (n - i + s).max(0) / s,
+            ComparisonDirection::Gt if s < 0 => (i - n - s - 1).max(0) / -s,
+            ComparisonDirection::Ge if s < 0 => (i - n - s).max(0) / -s,
+            _ => return None,
+        };
+        let last = i + trips * s;
+        (min <= last && last <= max)
+            .then(|| u64::try_from(trips).ok())
+            .flatten()
+    }
+
+    /// The counter after `trips` steps from its value in `bank` (which
+    /// `trips` found not to wrap).
+    fn after(&self, bank: &[u64], trips: u64) -> Option<u64> {
+        let width = match self.ty {
+            PrimitiveType::S32 | PrimitiveType::U32 => 32,
+            PrimitiveType::S64 | PrimitiveType::U64 => 64,
+            _ => return None,
+        };
+        let step = bank.get(self.step)?;
+        let moved = step.wrapping_mul(trips);
+        let i = *bank.get(self.counter)?;
+        let v = if self.down {
+            i.wrapping_sub(moved)
+        } else {
+            i.wrapping_add(moved)
+        };
+        Some(v & (u64::MAX >> (64 - width)))
+    }
 }
 
 /// A `conditional`, compiled: each branch's code and how its results reach
@@ -231,6 +308,7 @@ pub(crate) fn plan(module: &HloModule, comp: ComputationId, instr: InstrId) -> O
     let loc = |r: Reg| slots[r].map_or(Loc::Reg(r), Loc::Bank);
     let state_locs = code.state.iter().map(|&r| loc(r)).collect();
     bank_loop(&mut code, &slots);
+    count_loops(module, &mut code, &slots);
     Some(SmallLoop {
         state,
         tuple,
@@ -513,6 +591,171 @@ fn bank_code(code: &mut Code, slots: &[Option<Bank>]) {
     }
 }
 
+/// Finds the counted loops (see [`Counted`]) among `lc` and the loops nested in it.
+fn count_loops(module: &HloModule, lc: &mut LoopCode, slots: &[Option<Bank>]) {
+    lc.counted = counted(module, lc, slots).map(|(mut c, stepped, temp)| {
+        if let Some(taken) = takeable(lc, &c, stepped, temp) {
+            c.taken = Some(taken);
+            lc.body.ops.remove(stepped);
+            lc.body.origins.remove(stepped);
+            if let Some(m) = temp {
+                lc.writeback.remove(m);
+            }
+        }
+        c
+    });
+    let nested = |code: &mut Code| {
+        for op in &mut code.ops {
+            match op {
+                Op::While(w) => count_loops(module, &mut w.1, slots),
+                Op::Conditional(c) => c
+                    .branches
+                    .iter_mut()
+                    .flat_map(|(b, _)| b.ops.iter_mut())
+                    .for_each(|op| {
+                        if let Op::While(w) = op {
+                            count_loops(module, &mut w.1, slots);
+                        }
+                    }),
+                _ => {}
+            }
+        }
+    };
+    nested(&mut lc.cond);
+    nested(&mut lc.body);
+}
+
+/// The stepping operation of counted loop `c`, body operation `stepped`
+/// (through writeback move `temp`), as it would compute straight into
+/// the counter, if nothing else reads the counter or the temporary.
+fn takeable(
+    lc: &LoopCode,
+    c: &Counted,
+    stepped: usize,
+    temp: Option<usize>,
+) -> Option<(ScalarFn, Bank, Bank)> {
+    let Op::Scalar { f, a, b, out } = lc.body.ops[stepped] else {
+        return None;
+    };
+    let read_elsewhere = |at: Bank| {
+        let at = Loc::Bank(at);
+        let mut ops = lc.body.ops.iter().enumerate();
+        ops.any(|(k, op)| k != stepped && touches(op, at).0)
+            || lc
+                .writeback
+                .iter()
+                .enumerate()
+                .any(|(k, &m)| Some(k) != temp && move_touches(m, at).0)
+    };
+    (!read_elsewhere(c.counter) && !read_elsewhere(out)).then_some((f, a, b))
+}
+
+/// Whether `lc` is a counted loop, and how: the loop, its stepping body
+/// operation, and the writeback move that carries the step to the counter
+/// when the operation computes into a temporary.
+fn counted(
+    module: &HloModule,
+    lc: &LoopCode,
+    slots: &[Option<Bank>],
+) -> Option<(Counted, usize, Option<usize>)> {
+    let instr = |(c, i): (ComputationId, InstrId)| {
+        let comp = module.computations().get(c.index())?;
+        let instr = comp.instruction(i);
+        let operand = comp.instruction(*instr.operands.first()?);
+        Some((instr, operand.shape.as_array()?.element_type()))
+    };
+    // The condition is one comparison, into the predicate.
+    let (Loc::Bank(pred), [Op::Scalar { a, b, out, .. }]) = (lc.pred, &lc.cond.ops[..]) else {
+        return None;
+    };
+    let (compare, ty) = instr(*lc.cond.origins.first()?)?;
+    if *out != pred || compare.opcode != Opcode::Compare {
+        return None;
+    }
+    let written = |at: Bank| {
+        let at = Loc::Bank(at);
+        lc.cond
+            .ops
+            .iter()
+            .chain(&lc.body.ops)
+            .any(|op| touches(op, at).1)
+            || lc.writeback.iter().any(|&m| move_touches(m, at).1)
+    };
+    let state = |at: Bank| lc.state.iter().any(|&r| slots[r] == Some(at));
+    // One side is a state value the iteration writes, the other a bound it never does.
+    let (counter, bound, dir) = match (written(*a), written(*b)) {
+        (true, false) => (*a, *b, compare.attrs.comparison_direction?),
+        (false, true) => (*b, *a, flipped(compare.attrs.comparison_direction?)),
+        _ => return None,
+    };
+    if !state(counter) || bound == pred {
+        return None;
+    }
+    // The counter's one writer: a step computed into it, or into a
+    // temporary that the writeback then moves there.
+    let writers = |at: Bank| {
+        let ops = lc.body.ops.iter().enumerate();
+        ops.filter(|(_, op)| touches(op, Loc::Bank(at)).1)
+            .map(|(k, _)| k)
+            .collect::<Vec<_>>()
+    };
+    let moves_into = |at: Bank| {
+        lc.writeback
+            .iter()
+            .filter(|&&m| move_touches(m, Loc::Bank(at)).1)
+            .copied()
+            .collect::<Vec<_>>()
+    };
+    let (stepped, temp) = match (&writers(counter)[..], &moves_into(counter)[..]) {
+        (&[k], []) => (k, None),
+        ([], &[Move::Bank(t, c)]) if c == counter && moves_into(t).is_empty() => {
+            let m = lc
+                .writeback
+                .iter()
+                .position(|&m| matches!(m, Move::Bank(x, y) if (x, y) == (t, c)))?;
+            match writers(t)[..] {
+                [k] => (k, Some(m)),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    let Op::Scalar { a: x, b: y, .. } = lc.body.ops[stepped] else {
+        return None;
+    };
+    let (step_instr, step_ty) = instr(*lc.body.origins.get(stepped)?)?;
+    let (step, down) = match step_instr.opcode {
+        Opcode::Add if x == counter => (y, false),
+        Opcode::Add if y == counter => (x, false),
+        Opcode::Subtract if x == counter => (y, true),
+        _ => return None,
+    };
+    if step == counter || step == pred || written(step) || step_ty != ty {
+        return None;
+    }
+    let c = Counted {
+        counter,
+        bound,
+        step,
+        ty,
+        dir,
+        down,
+        taken: None,
+    };
+    Some((c, stepped, temp))
+}
+
+/// `dir` with its operands exchanged: `a < b` is `b > a`.
+fn flipped(dir: ComparisonDirection) -> ComparisonDirection {
+    match dir {
+        ComparisonDirection::Lt => ComparisonDirection::Gt,
+        ComparisonDirection::Gt => ComparisonDirection::Lt,
+        ComparisonDirection::Le => ComparisonDirection::Ge,
+        ComparisonDirection::Ge => ComparisonDirection::Le,
+        d => d,
+    }
+}
+
 struct Compiler {
     regs: Vec<ArrayData>,
     shapes: Vec<ArrayShape>,
@@ -615,6 +858,7 @@ impl Compiler {
             pred: Loc::Reg(pred),
             body,
             writeback: first,
+            counted: None,
         })
     }
 
@@ -920,6 +1164,17 @@ static EMPTY: ArrayData = ArrayData::Pred(Vec::new());
 
 impl SmallLoop {
     /// Runs the loop from `state` (moved in), at most `limit` iterations.
+    /// How the loop counts its iterations, for program listings: empty,
+    /// or that the trip count is known on entry and whether the counter is
+    /// then stepped once at the end.
+    pub(crate) fn counting(&self) -> &'static str {
+        match self.code.counted {
+            None => "",
+            Some(Counted { taken: None, .. }) => ", counted",
+            Some(Counted { taken: Some(_), .. }) => ", counted, counter set at the end",
+        }
+    }
+
     pub(crate) fn run<'a>(
         &self,
         state: Value<'a>,
@@ -1038,6 +1293,23 @@ fn run_loop(
     scratch: &mut ElementwiseScratch,
     limit: Option<u64>,
 ) -> Result<(), LoopError> {
+    if let Some(c) = code.counted
+        && let Some(trips) = c.trips(&frame.bank)
+        && limit.is_none_or(|l| trips <= l)
+    {
+        // The condition would only count: run the body that many times.
+        // (Its one result, the predicate, is read by nothing else.)
+        let last = c.after(&frame.bank, trips);
+        for _ in 0..trips {
+            run_code(&code.body, frame, scratch, limit)?;
+            run_moves(frame, &code.writeback)?;
+        }
+        if c.taken.is_some() {
+            frame.bank[c.counter] = last.ok_or_else(moved_type)?;
+        }
+        return Ok(());
+    }
+    let taken = code.counted.and_then(|c| Some((c.taken?, c.counter)));
     let mut iterations = 0u64;
     loop {
         run_code(&code.cond, frame, scratch, limit)?;
@@ -1055,6 +1327,10 @@ fn run_loop(
         }
         iterations += 1;
         run_code(&code.body, frame, scratch, limit)?;
+        if let Some(((f, a, b), counter)) = taken {
+            let bank = &mut frame.bank;
+            bank[counter] = f(bank[a], bank[b]);
+        }
         run_moves(frame, &code.writeback)?;
     }
 }

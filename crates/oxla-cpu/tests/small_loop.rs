@@ -592,3 +592,176 @@ fn unrolled_loops_still_stop_at_a_lower_iteration_limit() {
         }
     }
 }
+
+/// A loop over `(counter, bound, acc)` of type `ty`: the condition is
+/// `cond` (over `i` and `n`), the body steps the counter with `step` and
+/// adds `addend` (`i` or `one`) to `acc`.
+fn counting_loop(ty: &str, cond: &str, step: &str, addend: &str) -> String {
+    format!(
+        "HloModule c
+body {{
+  p = ({ty}[], {ty}[], {ty}[]) parameter(0)
+  i = {ty}[] get-tuple-element(p), index=0
+  n = {ty}[] get-tuple-element(p), index=1
+  acc = {ty}[] get-tuple-element(p), index=2
+  s = {ty}[] constant(STEP)
+  one = {ty}[] constant(1)
+  j = {ty}[] {step}
+  a = {ty}[] add(acc, {addend})
+  ROOT t = ({ty}[], {ty}[], {ty}[]) tuple(j, n, a)
+}}
+cond {{
+  p = ({ty}[], {ty}[], {ty}[]) parameter(0)
+  i = {ty}[] get-tuple-element(p), index=0
+  n = {ty}[] get-tuple-element(p), index=1
+  ROOT c = pred[] {cond}
+}}
+ENTRY e {{
+  i0 = {ty}[] parameter(0)
+  n = {ty}[] parameter(1)
+  z = {ty}[] constant(0)
+  init = ({ty}[], {ty}[], {ty}[]) tuple(i0, n, z)
+  ROOT w = ({ty}[], {ty}[], {ty}[]) while(init), condition=cond, body=body
+}}
+"
+    )
+}
+
+#[test]
+fn counted_loops_in_every_direction_and_type() {
+    // (type, condition, step, step size, start, bound, trips, last counter)
+    let cases: [(&str, &str, &str, i64, i64, i64, i64, i64); 6] = [
+        (
+            "s32",
+            "compare(i, n), direction=LT",
+            "add(i, s)",
+            3,
+            -7,
+            20,
+            9,
+            20,
+        ),
+        // Bounds that the counter reaches exactly.
+        (
+            "u32",
+            "compare(i, n), direction=LE",
+            "add(i, s)",
+            5,
+            0,
+            40,
+            9,
+            45,
+        ),
+        (
+            "s64",
+            "compare(i, n), direction=GT",
+            "subtract(i, s)",
+            4,
+            30,
+            -3,
+            9,
+            -6,
+        ),
+        (
+            "u64",
+            "compare(i, n), direction=GE",
+            "subtract(i, s)",
+            7,
+            50,
+            8,
+            7,
+            1,
+        ),
+        // The bound on the left, the step first.
+        (
+            "s32",
+            "compare(n, i), direction=GT",
+            "add(s, i)",
+            1,
+            5,
+            12,
+            7,
+            12,
+        ),
+        // Past the bound already: no trips.
+        (
+            "s64",
+            "compare(i, n), direction=LT",
+            "add(i, s)",
+            2,
+            9,
+            3,
+            0,
+            9,
+        ),
+    ];
+    for (ty, cond, step, size, start, bound, trips, last) in cases {
+        let lit = |v: i64| match ty {
+            "s32" => Literal::scalar(v as i32),
+            "u32" => Literal::scalar(v as u32),
+            "s64" => Literal::scalar(v),
+            _ => Literal::scalar(v as u64),
+        };
+        let get = |l: &Literal| -> i64 {
+            match ty {
+                "s32" => l.to_scalar::<i32>().unwrap().into(),
+                "u32" => l.to_scalar::<u32>().unwrap().into(),
+                "s64" => l.to_scalar::<i64>().unwrap(),
+                _ => l.to_scalar::<u64>().unwrap() as i64,
+            }
+        };
+        // The body reads the counter (it is stepped each iteration), or
+        // only steps it (it is set once, at the end).
+        for (addend, listing) in [
+            ("i", "small-state loop, counted)"),
+            ("one", "small-state loop, counted, counter set at the end)"),
+        ] {
+            let text = counting_loop(ty, cond, step, addend).replace("STEP", &size.to_string());
+            let (_, exe) = compile(&text);
+            assert!(exe.describe().contains(listing), "{}", exe.describe());
+            let out = check(&text, &[lit(start), lit(bound)]);
+            let parts = out.tuple_elements().unwrap();
+            assert_eq!(get(&parts[0]), last, "{ty} {cond}");
+            let sum: i64 = (0..trips)
+                .map(|k| {
+                    if addend == "one" {
+                        1
+                    } else if step.starts_with("subtract") {
+                        start - k * size
+                    } else {
+                        start + k * size
+                    }
+                })
+                .sum();
+            assert_eq!(get(&parts[2]), sum, "{ty} {cond} {addend}");
+        }
+    }
+}
+
+#[test]
+fn a_counter_that_would_wrap_tests_the_condition_each_time() {
+    // From 2^31 - 8 by 4 below 2^31 - 1: the third step wraps to -2^31,
+    // still below the bound, so the loop runs on until the limit stops it,
+    // as in the interpreter; a trip count of 2 would be wrong.
+    let text = counting_loop("s32", "compare(i, n), direction=LT", "add(i, s)", "one")
+        .replace("STEP", "4");
+    let (module, exe) = compile(&text);
+    let options = EvalOptions {
+        while_iteration_limit: Some(50),
+        ..EvalOptions::default()
+    };
+    let args = [Literal::scalar(i32::MAX - 7), Literal::scalar(i32::MAX)];
+    let want = oxla_interp::evaluate(&module, &args, &options, &NoServices).unwrap_err();
+    let got = exe.execute(&args, &options, &NoServices).unwrap_err();
+    assert!(matches!(
+        want,
+        EvalError::WhileIterationLimit { limit: 50, .. }
+    ));
+    assert_eq!(got.to_string(), want.to_string());
+    // Just short of wrapping, the trip count holds: one step, to 2^31 - 4.
+    let args = [Literal::scalar(i32::MAX - 7), Literal::scalar(i32::MAX - 3)];
+    let out = check(&text, &args);
+    let parts = out.tuple_elements().unwrap();
+    assert_eq!(parts[0].to_scalar::<i32>().unwrap(), i32::MAX - 3);
+    assert_eq!(parts[2].to_scalar::<i32>().unwrap(), 1);
+}
