@@ -350,6 +350,47 @@ fn convolutions_in_several_layouts() {
         ),
         2e-3,
     );
+    // Weight gradients whose batch (the input features) is innermost in the
+    // input and among the output positions fold into one product: a strided
+    // convolution's (the stride becomes kernel dilation); a kernel whose
+    // (feature, position) rows have no single stride (gathered first); one
+    // and three spatial dimensions with padding at either end.
+    check(
+        &conv(
+            "4,17,17,5",
+            "4,8,8,7",
+            "3,3,5,7",
+            "window={size=8x8 rhs_dilate=2x2}, dim_labels=f01b_i01o->01bf",
+        ),
+        1e-4,
+    );
+    check(
+        &conv(
+            "4,17,17,5",
+            "7,8,8,4",
+            "3,3,5,7",
+            "window={size=8x8 rhs_dilate=2x2}, dim_labels=f01b_o01i->01bf",
+        ),
+        1e-4,
+    );
+    check(
+        &conv(
+            "3,20,6",
+            "3,9,2",
+            "15,6,2",
+            "window={size=9 pad=2_1}, dim_labels=f0b_i0o->0bf",
+        ),
+        1e-4,
+    );
+    check(
+        &conv(
+            "2,5,6,4,3",
+            "2,4,5,3,2",
+            "4,3,3,3,2",
+            "window={size=4x5x3 pad=1_1x0_1x1_0}, dim_labels=f012b_i012o->012bf",
+        ),
+        1e-4,
+    );
     // A kernel wider than the output, with strides, padding and both
     // dilations (patches built one output position at a time).
     check(

@@ -202,6 +202,10 @@ impl ConvKernel {
             out.fill(zero);
             return out;
         }
+        if self.folds(&geo, batch) {
+            self.execute_folded(lhs, rhs, &geo, batch, &mut out, one, zero, pool);
+            return out;
+        }
         let kmat = self.kernel_matrix(rhs, &geo, pool);
         let flops = geo.cout_g * geo.s_total * geo.rows * self.groups;
         let batch_stride = geo.os[d.output_batch_dimension as usize];
@@ -304,6 +308,171 @@ impl ConvKernel {
         }
         pool.give(kmat);
         out
+    }
+
+    /// Whether the batch folds into the output positions (see
+    /// `execute_folded`): one group, the input's batch dimension innermost,
+    /// and the output's batch dimension innermost of its positions, so that
+    /// (position, batch element) walks the output with one stride.
+    fn folds(&self, geo: &Geometry, batch: usize) -> bool {
+        let d = &self.d;
+        let batch_stride = geo.os[d.output_batch_dimension as usize];
+        self.groups == 1
+            && batch > 1
+            && geo.ls[d.input_batch_dimension as usize] == 1
+            && geo.merged
+            && (geo.s_total == 1 || geo.s_stride == batch * batch_stride)
+    }
+
+    /// The whole convolution as one product, for layouts that `folds`: the
+    /// patch matrix has a row per (input feature, kernel position) and a
+    /// column per (output position, batch element), each run of batch
+    /// elements one contiguous copy of the input; the product with the
+    /// kernel writes the output through strides. A weight gradient (batch
+    /// and features exchanged, as JAX writes it for NHWC) becomes one
+    /// product of depth batch x positions instead of a thin product per
+    /// input feature over patches gathered element by element.
+    #[allow(clippy::too_many_arguments)]
+    fn execute_folded<T: oxla_hlo::NativeType>(
+        &self,
+        lhs: &[T],
+        rhs: &[T],
+        geo: &Geometry,
+        batch: usize,
+        out: &mut [T],
+        one: T,
+        zero: T,
+        pool: &Pool,
+    ) {
+        let d = &self.d;
+        let n_sp = geo.in_sp.len();
+        let kk: usize = geo.k_sp.iter().product();
+        let cols = geo.s_total * batch;
+        let (in_strides, _, fstride) = self.input_layout(geo, 0);
+        // taps[s][o * k + k_s]: the input offset along spatial dimension s
+        // under output index o and kernel index k_s, if not padding.
+        let taps: Vec<Vec<Option<usize>>> = (0..n_sp)
+            .map(|s| {
+                (0..geo.o_sp[s] * geo.k_sp[s])
+                    .map(|ok| {
+                        let (o, k) = (ok / geo.k_sp[s], ok % geo.k_sp[s]);
+                        self.source(geo, s, o, k).map(|i| i * in_strides[s])
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut patches = pool.take::<T>(geo.rows * cols);
+        // Row r of the patches; `kpos` and `opos` are scratch of n_sp.
+        let fill = |(kpos, opos): &mut (Vec<usize>, Vec<usize>), (r, row): (usize, &mut [T])| {
+            let (f, mut p) = (r / kk.max(1), r % kk.max(1));
+            for s in (0..n_sp).rev() {
+                kpos[s] = p % geo.k_sp[s];
+                p /= geo.k_sp[s];
+            }
+            opos.fill(0);
+            for run in row.chunks_mut(batch) {
+                let mut at = Some(f * fstride);
+                for s in 0..n_sp {
+                    at = match (at, taps[s][opos[s] * geo.k_sp[s] + kpos[s]]) {
+                        (Some(a), Some(i)) => Some(a + i),
+                        _ => None,
+                    };
+                }
+                match at {
+                    Some(a) => run.copy_from_slice(&lhs[a..a + batch]),
+                    None => run.fill(zero),
+                }
+                for s in (0..n_sp).rev() {
+                    opos[s] += 1;
+                    if opos[s] < geo.o_sp[s] {
+                        break;
+                    }
+                    opos[s] = 0;
+                }
+            }
+        };
+        let scratch = || (vec![0usize; n_sp], vec![0usize; n_sp]);
+        if geo.rows * cols >= super::fused::PARALLEL_MIN {
+            patches
+                .par_chunks_mut(cols)
+                .enumerate()
+                .with_min_len(16)
+                .for_each_init(scratch, fill);
+        } else {
+            let mut s = scratch();
+            patches
+                .chunks_mut(cols)
+                .enumerate()
+                .for_each(|r| fill(&mut s, r));
+        }
+        // The kernel as a rows x cout matrix: read in place when (feature,
+        // position) walks it with one stride, else gathered.
+        let rs = row_major(&self.rhs_dims);
+        let ps = geo.k_sp.iter().enumerate().rev().try_fold(
+            (1usize, None::<usize>),
+            |(count, stride), (s, &n)| {
+                let st = rs[d.kernel_spatial_dimensions[s] as usize];
+                match stride {
+                    _ if n == 1 => Some((count, stride)),
+                    None => Some((count * n, Some(st))),
+                    Some(inner) if st == inner * count => Some((count * n, Some(inner))),
+                    _ => None,
+                }
+            },
+        );
+        let i_stride = rs[d.kernel_input_feature_dimension as usize];
+        let o_stride = rs[d.kernel_output_feature_dimension as usize];
+        let direct = match ps {
+            Some((_, None)) => Some(i_stride),
+            Some((_, Some(st))) if geo.cin_g == 1 || i_stride == st * kk => Some(st),
+            _ => None,
+        };
+        let cout = geo.cout_g;
+        let kmat = direct.is_none().then(|| self.kernel_matrix(rhs, geo, pool));
+        let (b_ptr, b_rs, b_cs) = match (&kmat, direct) {
+            (Some(k), _) => (k.as_ptr(), 1, geo.rows),
+            (None, st) => (rhs.as_ptr(), st.unwrap_or(1), o_stride),
+        };
+        let batch_stride = geo.os[d.output_batch_dimension as usize];
+        let last = (cols - 1) * batch_stride + (cout - 1) * geo.o_stride;
+        assert!(last < out.len() && geo.rows * cols <= patches.len());
+        let parallelism = if cols * cout * geo.rows >= 1 << 20 {
+            gemm::Parallelism::Rayon(rayon::current_num_threads())
+        } else {
+            gemm::Parallelism::None
+        };
+        // SAFETY: the patches are rows x cols, column c of row r at
+        // r * cols + c (checked above); the kernel element (r, o) is at
+        // r * b_rs + o * b_cs, inside `rhs` when read in place (the strides
+        // describe its own row-major layout) or inside `kmat`; the output
+        // element (c, o) at c * batch_stride + o * o_stride, at most `last`.
+        unsafe {
+            gemm::gemm(
+                cols,
+                cout,
+                geo.rows,
+                out.as_mut_ptr(),
+                geo.o_stride as isize,
+                batch_stride as isize,
+                false,
+                patches.as_ptr(),
+                cols as isize,
+                1,
+                b_ptr,
+                b_cs as isize,
+                b_rs as isize,
+                zero,
+                one,
+                false,
+                false,
+                false,
+                parallelism,
+            );
+        }
+        pool.give(patches);
+        if let Some(k) = kmat {
+            pool.give(k);
+        }
     }
 
     /// The output of batch element `b` into `out`, whose element `base` is
