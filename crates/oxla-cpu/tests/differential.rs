@@ -350,6 +350,55 @@ fn convolutions_in_several_layouts() {
         ),
         2e-3,
     );
+    // Inputs with their features innermost (NHWC and its 1-D and 3-D kin)
+    // copy each tap's features as one run: with feature groups, a kernel in
+    // another layout, strides, input dilation, padding at either end, and
+    // an output in another layout.
+    check(
+        &conv(
+            "2,12,12,8",
+            "3,3,4,6",
+            "2,12,12,6",
+            "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=2",
+        ),
+        1e-4,
+    );
+    check(
+        &conv(
+            "3,15,13,5",
+            "7,5,3,3",
+            "3,7,7,7",
+            "window={size=3x3 stride=2x2 pad=0_1x1_1}, dim_labels=b01f_oi01->b01f",
+        ),
+        1e-4,
+    );
+    check(
+        &conv(
+            "4,20,3",
+            "5,3,4",
+            "4,39,4",
+            "window={size=5 pad=2_2 lhs_dilate=2}, dim_labels=b0f_0io->b0f",
+        ),
+        1e-4,
+    );
+    check(
+        &conv(
+            "2,6,5,7,3",
+            "2,3,2,3,4",
+            "2,6,5,6,4",
+            "window={size=2x3x2 pad=0_1x1_1x0_0}, dim_labels=b012f_012io->b012f",
+        ),
+        1e-4,
+    );
+    check(
+        &conv(
+            "2,10,10,4",
+            "3,3,4,5",
+            "2,5,10,10",
+            "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->bf01",
+        ),
+        1e-4,
+    );
     // Weight gradients whose batch (the input features) is innermost in the
     // input and among the output positions fold into one product: a strided
     // convolution's (the stride becomes kernel dilation); a kernel whose

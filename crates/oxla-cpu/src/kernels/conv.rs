@@ -58,6 +58,18 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<Conv
     })
 }
 
+/// Advances `pos` to the next index of an array of `dims`, row-major
+/// (back to all zeros after the last).
+fn step(pos: &mut [usize], dims: &[usize]) {
+    for s in (0..pos.len()).rev() {
+        pos[s] += 1;
+        if pos[s] < dims[s] {
+            return;
+        }
+        pos[s] = 0;
+    }
+}
+
 fn row_major(dims: &[i64]) -> Vec<usize> {
     let mut s = vec![1usize; dims.len()];
     for i in (0..dims.len().saturating_sub(1)).rev() {
@@ -89,6 +101,11 @@ struct Geometry {
     /// position): for kernels wider than the output (weight gradients),
     /// whose runs along the kernel are the long ones.
     by_position: bool,
+    /// Patches laid out by output position with each row's features
+    /// innermost, `(kernel position, feature)`: for inputs whose features
+    /// are their innermost dimension (NHWC), so each tap is one contiguous
+    /// copy; the kernel matrix's rows follow the same order.
+    channels_last: bool,
 }
 
 impl ConvKernel {
@@ -127,6 +144,8 @@ impl ConvKernel {
             .all(|s| o_sp[s + 1] == 1 || sp_strides[s] == sp_strides[s + 1] * o_sp[s + 1]);
         let s_stride = if n_sp == 0 { 1 } else { sp_strides[n_sp - 1] };
         let by_position = n_sp > 0 && k_sp[n_sp - 1] > o_sp[n_sp - 1];
+        let channels_last =
+            !by_position && n_sp > 0 && cin / g > 1 && ls[d.input_feature_dimension as usize] == 1;
         Geometry {
             ls,
             os,
@@ -142,6 +161,7 @@ impl ConvKernel {
             merged,
             s_stride,
             by_position,
+            channels_last,
         }
     }
 
@@ -175,6 +195,14 @@ impl ConvKernel {
         // Every element is written below.
         let mut kmat = pool.take::<T>(cout * geo.rows);
         for (o, row) in kmat.chunks_mut(geo.rows.max(1)).enumerate().take(cout) {
+            if geo.channels_last {
+                for (part, &p) in row.chunks_mut(geo.cin_g.max(1)).zip(&positions) {
+                    for (ci, v) in part.iter_mut().enumerate() {
+                        *v = rhs[o * o_stride + ci * i_stride + p];
+                    }
+                }
+                continue;
+            }
             for (ci, part) in row.chunks_mut(kk.max(1)).enumerate() {
                 let base = o * o_stride + ci * i_stride;
                 for (v, &p) in part.iter_mut().zip(&positions) {
@@ -349,18 +377,7 @@ impl ConvKernel {
         let kk: usize = geo.k_sp.iter().product();
         let cols = geo.s_total * batch;
         let (in_strides, _, fstride) = self.input_layout(geo, 0);
-        // taps[s][o * k + k_s]: the input offset along spatial dimension s
-        // under output index o and kernel index k_s, if not padding.
-        let taps: Vec<Vec<Option<usize>>> = (0..n_sp)
-            .map(|s| {
-                (0..geo.o_sp[s] * geo.k_sp[s])
-                    .map(|ok| {
-                        let (o, k) = (ok / geo.k_sp[s], ok % geo.k_sp[s]);
-                        self.source(geo, s, o, k).map(|i| i * in_strides[s])
-                    })
-                    .collect()
-            })
-            .collect();
+        let taps = self.tap_table(geo, &in_strides);
         let mut patches = pool.take::<T>(geo.rows * cols);
         // Row r of the patches; `kpos` and `opos` are scratch of n_sp.
         let fill = |(kpos, opos): &mut (Vec<usize>, Vec<usize>), (r, row): (usize, &mut [T])| {
@@ -382,13 +399,7 @@ impl ConvKernel {
                     Some(a) => run.copy_from_slice(&lhs[a..a + batch]),
                     None => run.fill(zero),
                 }
-                for s in (0..n_sp).rev() {
-                    opos[s] += 1;
-                    if opos[s] < geo.o_sp[s] {
-                        break;
-                    }
-                    opos[s] = 0;
-                }
+                step(opos, &geo.o_sp);
             }
         };
         let scratch = || (vec![0usize; n_sp], vec![0usize; n_sp]);
@@ -553,8 +564,16 @@ impl ConvKernel {
                 1,
                 rows as isize,
                 patches.as_ptr(),
-                if geo.by_position { rows as isize } else { 1 },
-                if geo.by_position { 1 } else { s_total as isize },
+                if geo.by_position || geo.channels_last {
+                    rows as isize
+                } else {
+                    1
+                },
+                if geo.by_position || geo.channels_last {
+                    1
+                } else {
+                    s_total as isize
+                },
                 zero,
                 one,
                 false,
@@ -594,7 +613,9 @@ impl ConvKernel {
         patches: &mut [T],
         zero: T,
     ) {
-        if geo.by_position {
+        if geo.channels_last {
+            self.im2col_channels_last(lhs, geo, b, c0, patches, zero)
+        } else if geo.by_position {
             self.im2col_by_position(lhs, geo, b, c0, patches, zero)
         } else {
             self.im2col_by_row(lhs, geo, b, c0, patches, zero)
@@ -627,6 +648,60 @@ impl ConvKernel {
         }
         let i = pos / w.base_dilation;
         (i < geo.in_sp[s] as i64).then_some(i as usize)
+    }
+
+    /// Fills `patches[s * rows + p * cin_g + ci]` with the input value under
+    /// kernel position `p` for output position `s` (zero in padding and
+    /// holes): each tap's features are one contiguous run of the input.
+    fn im2col_channels_last<T: Copy>(
+        &self,
+        lhs: &[T],
+        geo: &Geometry,
+        b: usize,
+        c0: usize,
+        patches: &mut [T],
+        zero: T,
+    ) {
+        let n_sp = geo.in_sp.len();
+        let cin = geo.cin_g;
+        let (in_strides, base_b, _) = self.input_layout(geo, b);
+        let taps = self.tap_table(geo, &in_strides);
+        let mut opos = vec![0usize; n_sp];
+        let mut kpos = vec![0usize; n_sp];
+        for patch in patches.chunks_mut(geo.rows).take(geo.s_total) {
+            kpos.fill(0);
+            for run in patch.chunks_mut(cin) {
+                let mut at = Some(base_b + c0);
+                for s in 0..n_sp {
+                    at = match (at, taps[s][opos[s] * geo.k_sp[s] + kpos[s]]) {
+                        (Some(a), Some(i)) => Some(a + i),
+                        _ => None,
+                    };
+                }
+                match at {
+                    Some(a) => run.copy_from_slice(&lhs[a..a + cin]),
+                    None => run.fill(zero),
+                }
+                step(&mut kpos, &geo.k_sp);
+            }
+            step(&mut opos, &geo.o_sp);
+        }
+    }
+
+    /// `taps[s][o * k_sp[s] + k]`: the input offset along spatial dimension
+    /// `s` (its index times `in_strides[s]`) under output index `o` and
+    /// kernel index `k`, or `None` in padding and holes.
+    fn tap_table(&self, geo: &Geometry, in_strides: &[usize]) -> Vec<Vec<Option<usize>>> {
+        (0..geo.in_sp.len())
+            .map(|s| {
+                (0..geo.o_sp[s] * geo.k_sp[s])
+                    .map(|ok| {
+                        let (o, k) = (ok / geo.k_sp[s], ok % geo.k_sp[s]);
+                        self.source(geo, s, o, k).map(|i| i * in_strides[s])
+                    })
+                    .collect()
+            })
+            .collect()
     }
 
     /// Fills `patches[s * rows + ci * kk + p]` with the input value under
