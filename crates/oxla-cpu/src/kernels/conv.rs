@@ -58,6 +58,23 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<Conv
     })
 }
 
+/// Copies a short run (a tap's features) in fixed-size pieces the
+/// compiler turns into a few vector moves; a `copy_from_slice` of a run
+/// length known only at run time is a `memmove` call per run.
+#[inline(always)]
+fn copy_run<T: Copy>(dst: &mut [T], src: &[T]) {
+    const PIECE: usize = 8;
+    let mut d = dst.chunks_exact_mut(PIECE);
+    let mut s = src.chunks_exact(PIECE);
+    for (d, s) in (&mut d).zip(&mut s) {
+        let piece: [T; PIECE] = std::array::from_fn(|i| s[i]);
+        d.copy_from_slice(&piece);
+    }
+    for (d, &s) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *d = s;
+    }
+}
+
 /// Advances `pos` to the next index of an array of `dims`, row-major
 /// (back to all zeros after the last).
 fn step(pos: &mut [usize], dims: &[usize]) {
@@ -396,7 +413,7 @@ impl ConvKernel {
                     };
                 }
                 match at {
-                    Some(a) => run.copy_from_slice(&lhs[a..a + batch]),
+                    Some(a) => copy_run(run, &lhs[a..a + batch]),
                     None => run.fill(zero),
                 }
                 step(opos, &geo.o_sp);
@@ -679,7 +696,7 @@ impl ConvKernel {
                     };
                 }
                 match at {
-                    Some(a) => run.copy_from_slice(&lhs[a..a + cin]),
+                    Some(a) => copy_run(run, &lhs[a..a + cin]),
                     None => run.fill(zero),
                 }
                 step(&mut kpos, &geo.k_sp);
