@@ -276,7 +276,9 @@ pub(crate) fn dispatch<T: Float>(
     {
         // A reduction of plain data takes 256-bit loads: rows rarely start
         // on a 64-byte boundary, and on Zen 4 the 512-bit loads that
-        // straddle cache lines made a [4096, 4096] row sum 35% slower.
+        // straddle cache lines made a [4096, 4096] row sum 35% slower; on
+        // Zen 5 still 10-25% (1.63-1.84 ms against 2.00-2.11, layer norm
+        // 1.51-1.58 against 1.66-1.73, alternating `oxla bench` runs).
         // Reductions that compute (exp, squares) gain from AVX-512.
         if !r.input.code.is_empty() && std::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU supports AVX-512F (checked just above).
