@@ -23,7 +23,9 @@ fn chains(iters: u64) -> (f32, f64) {
                 *x = _mm512_fmadd_ps(*x, a, b);
             }
         }
-        let sum = acc.iter().fold(_mm512_setzero_ps(), |s, &x| _mm512_add_ps(s, x));
+        let sum = acc
+            .iter()
+            .fold(_mm512_setzero_ps(), |s, &x| _mm512_add_ps(s, x));
         _mm512_reduce_add_ps(sum)
     }
 
@@ -39,7 +41,9 @@ fn chains(iters: u64) -> (f32, f64) {
             }
         }
         let mut lanes = [0f32; 8];
-        let sum = acc.iter().fold(_mm256_setzero_ps(), |s, &x| _mm256_add_ps(s, x));
+        let sum = acc
+            .iter()
+            .fold(_mm256_setzero_ps(), |s, &x| _mm256_add_ps(s, x));
         // SAFETY: `lanes` has room for the 8 floats stored.
         unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sum) };
         lanes.iter().sum()
