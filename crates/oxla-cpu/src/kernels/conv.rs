@@ -58,6 +58,42 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<Conv
     })
 }
 
+/// `offsets[s][o * k_sp[s] + k]`: the input offset along spatial
+/// dimension `s` (its index times the input's stride) under output index
+/// `o` and kernel index `k`, or `None` in padding and holes.
+struct Taps {
+    offsets: Vec<Vec<Option<usize>>>,
+    k_sp: Vec<usize>,
+}
+
+impl Taps {
+    /// Fills `run` with the input from `base` plus the offsets under output
+    /// position `opos` and kernel position `kpos`, or with zeros where any
+    /// dimension falls in padding or a hole.
+    #[inline(always)]
+    fn copy<T: Copy>(
+        &self,
+        run: &mut [T],
+        lhs: &[T],
+        base: usize,
+        opos: &[usize],
+        kpos: &[usize],
+        zero: T,
+    ) {
+        let mut at = Some(base);
+        for (s, offsets) in self.offsets.iter().enumerate() {
+            at = match (at, offsets[opos[s] * self.k_sp[s] + kpos[s]]) {
+                (Some(a), Some(i)) => Some(a + i),
+                _ => None,
+            };
+        }
+        match at {
+            Some(a) => copy_run(run, &lhs[a..a + run.len()]),
+            None => run.fill(zero),
+        }
+    }
+}
+
 /// Copies a short run (a tap's features) in fixed-size pieces the
 /// compiler turns into a few vector moves; a `copy_from_slice` of a run
 /// length known only at run time is a `memmove` call per run.
@@ -405,17 +441,7 @@ impl ConvKernel {
             }
             opos.fill(0);
             for run in row.chunks_mut(batch) {
-                let mut at = Some(f * fstride);
-                for s in 0..n_sp {
-                    at = match (at, taps[s][opos[s] * geo.k_sp[s] + kpos[s]]) {
-                        (Some(a), Some(i)) => Some(a + i),
-                        _ => None,
-                    };
-                }
-                match at {
-                    Some(a) => copy_run(run, &lhs[a..a + batch]),
-                    None => run.fill(zero),
-                }
+                taps.copy(run, lhs, f * fstride, opos, kpos, zero);
                 step(opos, &geo.o_sp);
             }
         };
@@ -688,28 +714,17 @@ impl ConvKernel {
         for patch in patches.chunks_mut(geo.rows).take(geo.s_total) {
             kpos.fill(0);
             for run in patch.chunks_mut(cin) {
-                let mut at = Some(base_b + c0);
-                for s in 0..n_sp {
-                    at = match (at, taps[s][opos[s] * geo.k_sp[s] + kpos[s]]) {
-                        (Some(a), Some(i)) => Some(a + i),
-                        _ => None,
-                    };
-                }
-                match at {
-                    Some(a) => copy_run(run, &lhs[a..a + cin]),
-                    None => run.fill(zero),
-                }
+                taps.copy(run, lhs, base_b + c0, &opos, &kpos, zero);
                 step(&mut kpos, &geo.k_sp);
             }
             step(&mut opos, &geo.o_sp);
         }
     }
 
-    /// `taps[s][o * k_sp[s] + k]`: the input offset along spatial dimension
-    /// `s` (its index times `in_strides[s]`) under output index `o` and
-    /// kernel index `k`, or `None` in padding and holes.
-    fn tap_table(&self, geo: &Geometry, in_strides: &[usize]) -> Vec<Vec<Option<usize>>> {
-        (0..geo.in_sp.len())
+    /// The input offsets of every (output index, kernel index) pair along
+    /// each spatial dimension (see [`Taps`]).
+    fn tap_table(&self, geo: &Geometry, in_strides: &[usize]) -> Taps {
+        let offsets = (0..geo.in_sp.len())
             .map(|s| {
                 (0..geo.o_sp[s] * geo.k_sp[s])
                     .map(|ok| {
@@ -718,7 +733,11 @@ impl ConvKernel {
                     })
                     .collect()
             })
-            .collect()
+            .collect();
+        Taps {
+            offsets,
+            k_sp: geo.k_sp.clone(),
+        }
     }
 
     /// Fills `patches[s * rows + ci * kk + p]` with the input value under
