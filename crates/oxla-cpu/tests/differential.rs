@@ -1037,6 +1037,53 @@ fn a_quotient_by_a_broadcast_is_a_product_with_its_reciprocal_as_in_xla() {
 }
 
 #[test]
+fn a_quotient_by_a_broadcast_whose_reciprocal_is_not_normal_divides() {
+    // 1 / d overflows for a subnormal d and is subnormal for a d near the
+    // largest float: x * (1 / d) would be infinite or imprecise, so those
+    // rows divide. Zero, infinity and NaN divide too (the same results).
+    // Rows of one divisor each (a splat per tile), and the divisors along
+    // the minor dimension (a different one per element).
+    let divisors = [1e-40f32, 3e38, 0.0, f32::INFINITY, f32::NAN, -2.5e-39, 0.25];
+    let x: Vec<f32> = (0..7 * 1000)
+        .map(|i| (i % 97) as f32 * 0.37 - 11.0)
+        .collect();
+    for (dims, text) in [
+        (
+            "rows",
+            "HloModule d\nENTRY e {\n  x = f32[7,1000] parameter(0)\n  y = f32[7] parameter(1)\n  b = f32[7,1000] broadcast(y), dimensions={0}\n  ROOT q = f32[7,1000] divide(x, b)\n}\n",
+        ),
+        (
+            "columns",
+            "HloModule d\nENTRY e {\n  x = f32[1000,7] parameter(0)\n  y = f32[7] parameter(1)\n  b = f32[1000,7] broadcast(y), dimensions={1}\n  ROOT q = f32[1000,7] divide(x, b)\n}\n",
+        ),
+    ] {
+        let shape = if dims == "rows" { [7, 1000] } else { [1000, 7] };
+        let args = [
+            Literal::from_vec(&shape, x.clone()).unwrap(),
+            Literal::vec1(&divisors),
+        ];
+        let (got, _) = run_both(text, &args);
+        for (i, q) in got.to_vec::<f32>().unwrap().into_iter().enumerate() {
+            let d = if dims == "rows" {
+                divisors[i / 1000]
+            } else {
+                divisors[i % 7]
+            };
+            let want = if (1.0 / d).is_normal() {
+                x[i] * (1.0 / d)
+            } else {
+                x[i] / d
+            };
+            assert!(
+                q.to_bits() == want.to_bits() || (q.is_nan() && want.is_nan()),
+                "{dims}, element {i}: {} / {d} gave {q}, want {want}",
+                x[i]
+            );
+        }
+    }
+}
+
+#[test]
 fn rotations_scalar_operands_and_bitcasts_in_tiled_loops() {
     // or(shl(x, k), shr(x, w - k)) by constants is a rotation, k from 0 to
     // the width; amounts that do not add up to the width, and a shift read

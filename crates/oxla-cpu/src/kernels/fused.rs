@@ -64,7 +64,8 @@ pub(crate) enum Binary {
     /// A quotient by a broadcast divisor, computed as XLA:CPU rewrites
     /// `a / broadcast(b)`: `a * broadcast(1 / b)`, within an ulp of the
     /// quotient, and one division per tile where the divisor is the same
-    /// across it.
+    /// across it; a true quotient where `1 / b` is not a normal number
+    /// (see `by_reciprocal`).
     DivByBroadcast,
     Max,
     Min,
@@ -147,6 +148,9 @@ pub(crate) trait Float:
     fn sign(self) -> Self;
     fn not(self) -> Self;
     fn is_finite01(self) -> Self;
+    /// Whether the value is a normal number (neither zero, subnormal,
+    /// infinite nor NaN).
+    fn normal(self) -> bool;
     fn exp<const FMA: bool>(self) -> Self;
     /// `exp` of a tile (f32 takes a faster path when the whole tile allows).
     #[inline(always)]
@@ -217,6 +221,10 @@ macro_rules! float_common {
         #[inline(always)]
         fn is_finite01(self) -> Self {
             if self.is_finite() { 1.0 } else { 0.0 }
+        }
+        #[inline(always)]
+        fn normal(self) -> bool {
+            self.is_normal()
         }
         // In f64 and rounded once, as the interpreter computes them, so
         // the results agree bit for bit (for f64 this is the plain op).
@@ -375,8 +383,15 @@ fn binary_loop<T: Float>(op: Binary, out: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>
         Binary::Mul => map2a(out, a, b, |x, y| x * y),
         Binary::Div => map2a(out, a, b, |x, y| x / y),
         Binary::DivByBroadcast => match b {
-            Arg::Splat(y) => map2a(out, a, Arg::Splat(T::from_f64(1.0) / y), |x, r| x * r),
-            Arg::Slice(_) => map2a(out, a, b, |x, y| x * (T::from_f64(1.0) / y)),
+            Arg::Splat(y) => {
+                let r = T::from_f64(1.0) / y;
+                if r.normal() {
+                    map2a(out, a, Arg::Splat(r), |x, r| x * r)
+                } else {
+                    map2a(out, a, b, |x, y| x / y)
+                }
+            }
+            Arg::Slice(_) => map2a(out, a, b, by_reciprocal),
         },
         Binary::Max => map2a(out, a, b, |x, y| binary(Binary::Max, x, y)),
         Binary::Min => map2a(out, a, b, |x, y| binary(Binary::Min, x, y)),
@@ -400,6 +415,16 @@ fn compare_loop<T: Float>(dir: ComparisonDirection, out: &mut [T], a: Arg<'_, T>
     }
 }
 
+/// `x / y` as `x * (1 / y)` (see [`Binary::DivByBroadcast`]) where the
+/// reciprocal is a normal number; where it is not (`y` zero, infinite,
+/// NaN, subnormal, or so large its reciprocal is subnormal) the product
+/// could be infinite or lose precision, so it is the true quotient.
+#[inline(always)]
+fn by_reciprocal<T: Float>(x: T, y: T) -> T {
+    let r = T::from_f64(1.0) / y;
+    if r.normal() { x * r } else { x / y }
+}
+
 #[inline(always)]
 fn binary<T: Float>(op: Binary, a: T, b: T) -> T {
     match op {
@@ -407,7 +432,7 @@ fn binary<T: Float>(op: Binary, a: T, b: T) -> T {
         Binary::Sub => a - b,
         Binary::Mul => a * b,
         Binary::Div => a / b,
-        Binary::DivByBroadcast => a * (T::from_f64(1.0) / b),
+        Binary::DivByBroadcast => by_reciprocal(a, b),
         Binary::Max => super::minmax::max(a, b),
         Binary::Min => super::minmax::min(a, b),
         Binary::Pow => T::pow(a, b),
