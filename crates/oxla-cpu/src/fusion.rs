@@ -465,18 +465,6 @@ fn plan_tiled(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<P
     Some((members, Box::new(kernel), inputs))
 }
 
-/// The value of a constant with one integer element.
-fn constant_int(instr: &HloInstruction) -> Option<i128> {
-    let array = instr.attrs.literal.as_ref()?.as_array()?;
-    match (instr.opcode, array.element_count()) {
-        (Opcode::Constant, 1) => match array.data().scalar(0) {
-            oxla_hlo::Scalar::Int(v) => Some(v),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
 /// Member `m` of a tiled loop as a rotation: `or(shift-left(x, k),
 /// shift-right-logical(x, width - k))` by constant splats, the shifts read
 /// by nothing else (JAX's threefry rotates this way). Returns the rotation,
@@ -506,7 +494,8 @@ fn rotation(
         if splat.opcode != Opcode::Broadcast || !members.contains(&s) {
             return None;
         }
-        constant_int(comp.instruction(*splat.operands.first()?))
+        comp.instruction(*splat.operands.first()?)
+            .integer_constant()
     };
     let shift = |s: usize| -> Option<(usize, i128)> {
         let shift = &instrs[s];

@@ -11,7 +11,7 @@
 //! [`MAX_TRIPS`] is left alone.
 
 use oxla_hlo::ir::ComparisonDirection;
-use oxla_hlo::{HloComputation, HloInstruction, HloModule, InstrId, Opcode, PrimitiveType, Scalar};
+use oxla_hlo::{HloComputation, HloInstruction, HloModule, InstrId, Opcode, PrimitiveType};
 
 use crate::Pass;
 use crate::effects::Effects;
@@ -85,21 +85,6 @@ fn state_element(comp: &HloComputation, instr: &HloInstruction) -> Option<usize>
     .then_some(instr.attrs.tuple_index?)
 }
 
-/// The value of a scalar integer constant.
-fn int_constant(instr: &HloInstruction) -> Option<i128> {
-    if instr.opcode != Opcode::Constant {
-        return None;
-    }
-    let array = instr.attrs.literal.as_ref()?.as_array()?;
-    if array.element_count() != 1 || !array.element_type().is_integral() {
-        return None;
-    }
-    match array.data().scalar(0) {
-        Scalar::Int(v) => Some(v),
-        _ => None,
-    }
-}
-
 /// `v` wrapped to integer type `ty`, as that type's arithmetic leaves it.
 fn wrap(v: i128, ty: PrimitiveType) -> i128 {
     let bits = ty.bit_width() as u32;
@@ -128,8 +113,8 @@ fn trip_count(
     let (a, b) = (cond.instruction(a), cond.instruction(b));
     let direction = test.attrs.comparison_direction?;
     let (k, limit, direction) = match (state_element(cond, a), state_element(cond, b)) {
-        (Some(k), None) => (k, int_constant(b)?, direction),
-        (None, Some(k)) => (k, int_constant(a)?, flip(direction)),
+        (Some(k), None) => (k, b.integer_constant()?, direction),
+        (None, Some(k)) => (k, a.integer_constant()?, flip(direction)),
         _ => return None,
     };
     if test.opcode != Opcode::Compare {
@@ -159,8 +144,8 @@ fn trip_count(
     let (x, y) = (body.instruction(x), body.instruction(y));
     let by = match (state_element(body, x), state_element(body, y)) {
         _ if step.opcode != Opcode::Add => return None,
-        (Some(j), None) if j == k => int_constant(y)?,
-        (None, Some(j)) if j == k => int_constant(x)?,
+        (Some(j), None) if j == k => y.integer_constant()?,
+        (None, Some(j)) if j == k => x.integer_constant()?,
         _ => return None,
     };
     // The start: element `k` of the tuple the loop begins with.
@@ -168,7 +153,9 @@ fn trip_count(
     if start.opcode != Opcode::Tuple {
         return None;
     }
-    let mut v = int_constant(out.get(start.operands.get(k)?.index())?)?;
+    let mut v = out
+        .get(start.operands.get(k)?.index())?
+        .integer_constant()?;
     let mut trips = 0;
     while holds(direction, v, limit) {
         trips += 1;

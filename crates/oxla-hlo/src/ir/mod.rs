@@ -52,6 +52,22 @@ impl HloInstruction {
             control_predecessors: Vec::new(),
         }
     }
+
+    /// The value of a one-element integer `constant` (a bound or step the
+    /// passes and backends reason about), or `None` for anything else.
+    pub fn integer_constant(&self) -> Option<i128> {
+        if self.opcode != Opcode::Constant {
+            return None;
+        }
+        let array = self.attrs.literal.as_ref()?.as_array()?;
+        if array.element_count() != 1 || !array.element_type().is_integral() {
+            return None;
+        }
+        match array.data().scalar(0) {
+            crate::Scalar::Int(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 
 /// A computation: a list of instructions in dependency order, the parameters
@@ -251,5 +267,41 @@ impl HloModule {
             .iter()
             .position(|c| c.name == name)
             .map(ComputationId::new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Literal, PrimitiveType};
+
+    fn constant(literal: Literal) -> HloInstruction {
+        let shape = literal.shape();
+        let mut instr = HloInstruction::new("c", Opcode::Constant, shape, vec![]);
+        instr.attrs.literal = Some(literal);
+        instr
+    }
+
+    #[test]
+    fn integer_constants_of_one_element_only() {
+        assert_eq!(
+            constant(Literal::scalar(-7i32)).integer_constant(),
+            Some(-7)
+        );
+        assert_eq!(
+            constant(Literal::scalar(u64::MAX)).integer_constant(),
+            Some(i128::from(u64::MAX))
+        );
+        assert_eq!(constant(Literal::vec1(&[5u8])).integer_constant(), Some(5));
+        assert_eq!(constant(Literal::vec1(&[1i64, 2])).integer_constant(), None);
+        assert_eq!(constant(Literal::scalar(2.0f32)).integer_constant(), None);
+        assert_eq!(constant(Literal::scalar(true)).integer_constant(), None);
+        let param = HloInstruction::new(
+            "p",
+            Opcode::Parameter,
+            Shape::Array(crate::ArrayShape::new(PrimitiveType::S32, vec![]).unwrap()),
+            vec![],
+        );
+        assert_eq!(param.integer_constant(), None);
     }
 }
