@@ -119,17 +119,18 @@ impl CopyKernel {
                      r1: usize,
                      c0: usize| {
             let c1 = (c0 + block_l).min(cols);
-            let d0 = dst_off + (r0 - row_base) * kstride + c0;
-            if r1 - r0 == BLOCK_K && c1 - c0 == block_l {
-                let s0 = src_off + c0 as i64 * col_stride + r0 as i64;
-                let s_last = s0 + (block_l as i64 - 1) * col_stride;
-                if s0.min(s_last) >= 0
-                    && s0.max(s_last) as usize + BLOCK_K <= src.len()
-                    && d0 + (BLOCK_K - 1) * kstride + block_l <= out.len()
-                    && square::block(src, s0 as usize, col_stride, out, d0, kstride)
-                {
-                    return;
-                }
+            if r1 - r0 == BLOCK_K
+                && c1 - c0 == block_l
+                && square::block(
+                    src,
+                    src_off + c0 as i64 * col_stride + r0 as i64,
+                    col_stride,
+                    out,
+                    dst_off + (r0 - row_base) * kstride + c0,
+                    kstride,
+                )
+            {
+                return;
             }
             for c in c0..c1 {
                 let s = (src_off + c as i64 * col_stride + r0 as i64) as usize;
@@ -212,12 +213,12 @@ mod square {
 
     /// Transposes the block whose `BLOCK_K`-element input runs start at
     /// `s0 + i * ss` (`i` below the block's width, `64 / size_of::<T>()`)
-    /// into output rows starting at `d0 + j * ds`. False when this CPU or
-    /// element size has no register transpose. The caller has checked
-    /// that every run and row lies inside `src` and `out`.
+    /// into output rows starting at `d0 + j * ds`. False (nothing written)
+    /// when this CPU or element size has no register transpose, or a run
+    /// or row would leave `src` or `out`.
     pub(super) fn block<T: Copy>(
         src: &[T],
-        s0: usize,
+        s0: i64,
         ss: i64,
         out: &mut [T],
         d0: usize,
@@ -226,15 +227,17 @@ mod square {
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx512f") {
             let width = 64 / std::mem::size_of::<T>();
-            let last = s0 as i64 + (width as i64 - 1) * ss;
-            assert!(
-                s0.max(last as usize) + BLOCK_K <= src.len()
-                    && d0 + (BLOCK_K - 1) * ds + width <= out.len()
-            );
-            let (src, dst) = (src[s0..].as_ptr(), out[d0..].as_mut_ptr());
+            let last = s0 + (width as i64 - 1) * ss;
+            let inside = s0.min(last) >= 0
+                && s0.max(last) as usize + BLOCK_K <= src.len()
+                && d0 + (BLOCK_K - 1) * ds + width <= out.len();
+            if !inside {
+                return false;
+            }
+            let (src, dst) = (src[s0 as usize..].as_ptr(), out[d0..].as_mut_ptr());
             match std::mem::size_of::<T>() {
-                // SAFETY: AVX-512F was detected, and the assertion keeps
-                // every run and row in bounds; the moves copy bits.
+                // SAFETY: AVX-512F was detected, and `inside` keeps every
+                // run and row in bounds; the moves copy bits.
                 4 => unsafe {
                     t16x16(src.cast(), ss as isize, dst.cast(), ds);
                     return true;

@@ -273,7 +273,7 @@ impl HloModule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Literal, PrimitiveType};
+    use crate::Literal;
 
     fn constant(literal: Literal) -> HloInstruction {
         let shape = literal.shape();
@@ -299,7 +299,7 @@ mod tests {
         let param = HloInstruction::new(
             "p",
             Opcode::Parameter,
-            Shape::Array(crate::ArrayShape::new(PrimitiveType::S32, vec![]).unwrap()),
+            Literal::scalar(0i32).shape(),
             vec![],
         );
         assert_eq!(param.integer_constant(), None);
