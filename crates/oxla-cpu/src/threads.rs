@@ -4,6 +4,14 @@
 //! once, and every kernel's parallel loop (and `gemm`, which uses the
 //! current rayon pool) runs from inside. Executions too small to split stay
 //! on the caller's thread and pay nothing.
+//!
+//! When the pool starts on the program's main thread, that thread becomes
+//! one of its workers: the executions it asks for then run on it directly,
+//! with no hand-off there and back, and the pool starts one thread fewer.
+//! The main thread lives as long as the process, so the pool never loses
+//! the worker. Executions from other threads hand their work to the pool
+//! as before. A pool first needed by another thread (a test harness's, a
+//! server's) takes no caller in: that thread may end.
 
 use std::sync::OnceLock;
 
@@ -14,16 +22,24 @@ static POOL: OnceLock<Option<ThreadPool>> = OnceLock::new();
 fn pool() -> Option<&'static ThreadPool> {
     POOL.get_or_init(|| {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("oxla-worker-{i}"))
-            .build()
-            .ok()
+        let builder = || {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .thread_name(|i| format!("oxla-worker-{i}"))
+        };
+        // `use_current_thread` fails where this thread already belongs to
+        // another rayon pool; then the pool starts all its threads itself.
+        let on_main = std::thread::current().name() == Some("main");
+        on_main
+            .then(|| builder().use_current_thread().build().ok())
+            .flatten()
+            .or_else(|| builder().build().ok())
     })
     .as_ref()
 }
 
-/// Runs `f` inside the pool (on the caller's thread if the pool could not start).
+/// Runs `f` inside the pool (on the caller's thread if the pool could not
+/// start, or if the caller is one of its workers).
 pub(crate) fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     match pool() {
         Some(p) => p.install(f),
