@@ -405,7 +405,7 @@ impl RowPipeline {
                 let mut scratch = match w {
                     Walk::Rows { row_len, .. } => Scratch::new(s.stage.expr(), *row_len),
                     Walk::Span { .. } => Scratch::new(s.stage.expr(), self.block),
-                    Walk::Reduce { .. } => return None,
+                    Walk::Reduce { cols, .. } => Scratch::new(s.stage.expr(), *cols),
                 };
                 scratch.stream = stream && k == last;
                 Some(scratch)
@@ -462,7 +462,7 @@ impl RowPipeline {
                             cols,
                             init,
                         },
-                        _,
+                        Some(scratch),
                     ) => {
                         let Stage::Reduce(r) = &stage.stage else {
                             return Err("a reduction walk of a loop".into());
@@ -473,7 +473,7 @@ impl RowPipeline {
                             .and_then(|s| s.first().copied())
                             .ok_or("the init value is missing")?;
                         out[part].fill(init);
-                        reduce::dispatch(
+                        reduce::dispatch_with(
                             r,
                             plan,
                             &sources,
@@ -483,6 +483,7 @@ impl RowPipeline {
                             *cols,
                             out,
                             first * e,
+                            scratch,
                         );
                     }
                     _ => return Err("a loop stage without scratch space".into()),

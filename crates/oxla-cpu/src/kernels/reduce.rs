@@ -272,6 +272,36 @@ pub(crate) fn dispatch<T: Float>(
     out: &mut [T],
     out_base: usize,
 ) {
+    let mut scratch = Scratch::<T>::new(&r.input, cols);
+    dispatch_with(
+        r,
+        plan,
+        sources,
+        first_row,
+        rows,
+        col0,
+        cols,
+        out,
+        out_base,
+        &mut scratch,
+    );
+}
+
+/// [`dispatch`] with the caller's scratch space (made by `Scratch::new`
+/// for `r.input` and at least `cols` columns), which a caller running many
+/// blocks of rows makes once: making it costs microseconds.
+pub(crate) fn dispatch_with<T: Float>(
+    r: &ReduceLoop,
+    plan: &Plan,
+    sources: &[Source<'_, T>],
+    first_row: usize,
+    rows: usize,
+    col0: usize,
+    cols: usize,
+    out: &mut [T],
+    out_base: usize,
+    scratch: &mut Scratch<T>,
+) {
     #[cfg(target_arch = "x86_64")]
     {
         // A reduction of plain data takes 256-bit loads: rows rarely start
@@ -283,17 +313,23 @@ pub(crate) fn dispatch<T: Float>(
         if !r.input.code.is_empty() && std::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU supports AVX-512F (checked just above).
             return unsafe {
-                rows_avx512(r, plan, sources, first_row, rows, col0, cols, out, out_base)
+                rows_avx512(
+                    r, plan, sources, first_row, rows, col0, cols, out, out_base, scratch,
+                )
             };
         }
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             // SAFETY: the CPU supports AVX2 and FMA (checked just above).
             return unsafe {
-                rows_avx2(r, plan, sources, first_row, rows, col0, cols, out, out_base)
+                rows_avx2(
+                    r, plan, sources, first_row, rows, col0, cols, out, out_base, scratch,
+                )
             };
         }
     }
-    rows_generic::<T, false>(r, plan, sources, first_row, rows, col0, cols, out, out_base)
+    rows_generic::<T, false>(
+        r, plan, sources, first_row, rows, col0, cols, out, out_base, scratch,
+    )
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -308,8 +344,11 @@ unsafe fn rows_avx512<T: Float>(
     cols: usize,
     out: &mut [T],
     out_base: usize,
+    scratch: &mut Scratch<T>,
 ) {
-    rows_generic::<T, true>(r, plan, sources, first_row, rows, col0, cols, out, out_base)
+    rows_generic::<T, true>(
+        r, plan, sources, first_row, rows, col0, cols, out, out_base, scratch,
+    )
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -324,8 +363,11 @@ unsafe fn rows_avx2<T: Float>(
     cols: usize,
     out: &mut [T],
     out_base: usize,
+    scratch: &mut Scratch<T>,
 ) {
-    rows_generic::<T, true>(r, plan, sources, first_row, rows, col0, cols, out, out_base)
+    rows_generic::<T, true>(
+        r, plan, sources, first_row, rows, col0, cols, out, out_base, scratch,
+    )
 }
 
 /// Rows `[first_row, first_row + rows)` of the merged space, columns
@@ -341,8 +383,8 @@ fn rows_generic<T: Float, const FMA: bool>(
     cols: usize,
     out: &mut [T],
     out_base: usize,
+    scratch: &mut Scratch<T>,
 ) {
-    let mut scratch = Scratch::<T>::new(&r.input, cols);
     let last = plan.space.dims.len() - 1;
     let inner_reduced = plan.classes[last];
     // The input itself, when the reduction reads it unchanged and contiguously.
@@ -376,7 +418,7 @@ fn rows_generic<T: Float, const FMA: bool>(
                     &offsets,
                     c,
                     len,
-                    &mut scratch,
+                    scratch,
                     None,
                 )
                 .unwrap_or_default();
@@ -396,7 +438,7 @@ fn rows_generic<T: Float, const FMA: bool>(
                     &offsets,
                     c,
                     len,
-                    &mut scratch,
+                    scratch,
                     None,
                 )
                 .unwrap_or_default();
