@@ -216,7 +216,9 @@ pub(crate) fn plan(module: &HloModule, comp: &HloComputation, live: &[bool]) -> 
         } else if is_index_op(instr.opcode) {
             plan_copy(comp, k, &users).or_else(|| plan_loop(comp, k, &users))
         } else {
-            plan_loop(comp, k, &users).or_else(|| plan_tiled(comp, k, &users))
+            plan_tiled(comp, k, &users, true)
+                .or_else(|| plan_loop(comp, k, &users))
+                .or_else(|| plan_tiled(comp, k, &users, false))
         };
         let Some((members, kernel, inputs)) = planned else {
             continue;
@@ -278,8 +280,8 @@ enum TypedOp {
 }
 
 /// `instr` as a typed operation over operands of its own dimensions, if it
-/// is one the float loops do not compute.
-fn typed_op(comp: &HloComputation, instr: &HloInstruction) -> Option<TypedOp> {
+/// is one the float loops do not compute (or, with `floats`, any).
+fn typed_op(comp: &HloComputation, instr: &HloInstruction, floats: bool) -> Option<TypedOp> {
     use crate::kernels::typed;
     let out = instr.shape.as_array()?;
     let operands: Vec<&oxla_hlo::ArrayShape> = instr
@@ -287,7 +289,9 @@ fn typed_op(comp: &HloComputation, instr: &HloInstruction) -> Option<TypedOp> {
         .iter()
         .map(|o| comp.instruction(*o).shape.as_array())
         .collect::<Option<_>>()?;
-    if compute_type(comp, instr).is_some() || operands.iter().any(|a| a.dims() != out.dims()) {
+    if (!floats && compute_type(comp, instr).is_some())
+        || operands.iter().any(|a| a.dims() != out.dims())
+    {
         return None;
     }
     match (instr.opcode, operands.as_slice()) {
@@ -308,11 +312,25 @@ fn typed_op(comp: &HloComputation, instr: &HloInstruction) -> Option<TypedOp> {
 
 /// A loop of typed operations (integers, predicates, conversions) rooted at
 /// `k`, with the scalars its operands broadcast.
-fn plan_tiled(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<Planned> {
+///
+/// With `floats`, the loop also takes the float arithmetic a fused loop
+/// would compute (`k` is such an operation). It is planned only where that
+/// saves a pass over memory: where the float arithmetic finishes typed
+/// operations (JAX's uniform random numbers: threefry's bits, made floats
+/// by a bitcast, then scaled and shifted), and every array the loop reads
+/// is one a fused loop would read from memory as well (no broadcast,
+/// reshape or float arithmetic a fused loop would compute in place).
+fn plan_tiled(
+    comp: &HloComputation,
+    k: usize,
+    users: &[Vec<usize>],
+    floats: bool,
+) -> Option<Planned> {
     use crate::kernels::tiled::{Node, TiledLoop};
     let instrs = comp.instructions();
     let root = &instrs[k];
-    typed_op(comp, root)?;
+    typed_op(comp, root, floats)?;
+    let typed_op = |comp: &HloComputation, instr: &HloInstruction| typed_op(comp, instr, floats);
     let shape = root.shape.as_array()?.clone();
     let dims = shape.dims();
     // A broadcast of one element to the loop's shape: a splat.
@@ -459,6 +477,17 @@ fn plan_tiled(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<P
         };
         nodes.push((node, ty));
         node_of.insert(m, nodes.len() - 1);
+    }
+    if floats {
+        let typed_only = |m: &usize| self::typed_op(comp, &instrs[*m], false).is_some();
+        let fusible_array = |i: &usize| {
+            let instr = &instrs[*i];
+            let scalar = instr.shape.as_array().and_then(|a| a.element_count().ok()) == Some(1);
+            !scalar && (is_index_op(instr.opcode) || compute_type(comp, instr).is_some())
+        };
+        if !members.iter().any(typed_only) || inputs.iter().any(fusible_array) {
+            return None;
+        }
     }
     // The root was made last.
     let kernel = TiledLoop::new(nodes, shape);

@@ -993,6 +993,26 @@ fn tiled_loops_with_splats_shared_values_and_partial_tiles() {
 }
 
 #[test]
+fn float_arithmetic_finishing_integer_bits_joins_the_tiled_loop() {
+    // JAX's uniform floats: bits shifted into a mantissa, bitcast, then
+    // shifted, scaled and clamped by scalars. The u32 inputs include NaN
+    // and infinity patterns (values past 2^31), which the maximum keeps
+    // as the interpreter does.
+    let text = "HloModule t\nENTRY e {\n  a = u32[300001] parameter(0)\n  b = u32[300001] parameter(1)\n  x = u32[300001] xor(a, b)\n  nine = u32[] constant(9)\n  n = u32[300001] broadcast(nine), dimensions={}\n  s = u32[300001] shift-right-logical(x, n)\n  one = u32[] constant(1065353216)\n  o = u32[300001] broadcast(one), dimensions={}\n  m = u32[300001] or(s, o)\n  f = f32[300001] bitcast-convert(m)\n  c1 = f32[] constant(1)\n  b1 = f32[300001] broadcast(c1), dimensions={}\n  d = f32[300001] subtract(f, b1)\n  lo = f32[] parameter(2)\n  hi = f32[] parameter(3)\n  w = f32[] subtract(hi, lo)\n  wb = f32[300001] broadcast(w), dimensions={}\n  p = f32[300001] multiply(d, wb)\n  lb = f32[300001] broadcast(lo), dimensions={}\n  q = f32[300001] add(p, lb)\n  raw = f32[300001] bitcast-convert(a)\n  r = f32[300001] maximum(q, raw)\n  ROOT t = f32[300001] divide(r, lb)\n}\n";
+    let listing = check_exe(text, 0.0);
+    // One loop computes the result; only the scalar `hi - lo` is apart.
+    assert!(listing.contains("  t = tiled loop"), "{listing}");
+    for value in ["f", "d", "q", "r"] {
+        assert!(!listing.contains(&format!("  {value} = ")), "{listing}");
+    }
+    // Float arithmetic on a row broadcast stays a fused loop, which reads
+    // the broadcast in place: the tiled loop would need it in memory.
+    let text = "HloModule t\nENTRY e {\n  a = u32[300,1000] parameter(0)\n  f = f32[300,1000] bitcast-convert(a)\n  v = f32[1000] parameter(1)\n  vb = f32[300,1000] broadcast(v), dimensions={1}\n  ROOT s = f32[300,1000] add(f, vb)\n}\n";
+    let listing = check_exe(text, 0.0);
+    assert!(listing.contains("fused loop"), "{listing}");
+}
+
+#[test]
 fn a_quotient_by_a_broadcast_is_a_product_with_its_reciprocal_as_in_xla() {
     // XLA:CPU rewrites a / broadcast(b) to a * broadcast(1 / b); the fused
     // loops compute the same bits, within an ulp of a true division.
