@@ -993,6 +993,26 @@ fn tiled_loops_with_splats_shared_values_and_partial_tiles() {
 }
 
 #[test]
+fn arithmetic_pairs_in_one_pass_compute_each_rounding() {
+    // Layer norm's tail, (x - m) * r * s + b, runs as two pairs of
+    // operations per pass; a pair whose first operand is a splat in some
+    // tiles (the broadcast scalar `k`) runs as two passes there; `u` is
+    // read twice, so it pairs with nothing. Exact against the interpreter.
+    let text = "HloModule t\nENTRY e {\n  x = f32[300,1000] parameter(0)\n  m = f32[300] parameter(1)\n  r = f32[300] parameter(2)\n  s = f32[1000] parameter(3)\n  b = f32[1000] parameter(4)\n  mb = f32[300,1000] broadcast(m), dimensions={0}\n  rb = f32[300,1000] broadcast(r), dimensions={0}\n  sb = f32[300,1000] broadcast(s), dimensions={1}\n  bb = f32[300,1000] broadcast(b), dimensions={1}\n  c = f32[300,1000] subtract(x, mb)\n  n = f32[300,1000] multiply(c, rb)\n  p = f32[300,1000] multiply(n, sb)\n  o = f32[300,1000] add(p, bb)\n  k = f32[] parameter(5)\n  kb = f32[300,1000] broadcast(k), dimensions={}\n  t = f32[300,1000] subtract(kb, o)\n  u = f32[300,1000] multiply(t, x)\n  v = f32[300,1000] add(u, bb)\n  ROOT w = f32[300,1000] multiply(v, u)\n}\n";
+    let listing = check_exe(text, 0.0);
+    assert!(listing.contains("  w = fused loop"), "{listing}");
+    // f64, long rows split into tiles, with a partial last tile.
+    check(
+        &text
+            .replace("f32", "f64")
+            .replace("300,1000", "40,5000")
+            .replace("[300]", "[40]")
+            .replace("[1000]", "[5000]"),
+        0.0,
+    );
+}
+
+#[test]
 fn float_arithmetic_finishing_integer_bits_joins_the_tiled_loop() {
     // JAX's uniform floats: bits shifted into a mantissa, bitcast, then
     // shifted, scaled and clamped by scalars. The u32 inputs include NaN
