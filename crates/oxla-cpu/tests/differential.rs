@@ -1001,6 +1001,16 @@ fn arithmetic_pairs_in_one_pass_compute_each_rounding() {
     let text = "HloModule t\nENTRY e {\n  x = f32[300,1000] parameter(0)\n  m = f32[300] parameter(1)\n  r = f32[300] parameter(2)\n  s = f32[1000] parameter(3)\n  b = f32[1000] parameter(4)\n  mb = f32[300,1000] broadcast(m), dimensions={0}\n  rb = f32[300,1000] broadcast(r), dimensions={0}\n  sb = f32[300,1000] broadcast(s), dimensions={1}\n  bb = f32[300,1000] broadcast(b), dimensions={1}\n  c = f32[300,1000] subtract(x, mb)\n  n = f32[300,1000] multiply(c, rb)\n  p = f32[300,1000] multiply(n, sb)\n  o = f32[300,1000] add(p, bb)\n  k = f32[] parameter(5)\n  kb = f32[300,1000] broadcast(k), dimensions={}\n  t = f32[300,1000] subtract(kb, o)\n  u = f32[300,1000] multiply(t, x)\n  v = f32[300,1000] add(u, bb)\n  ROOT w = f32[300,1000] multiply(v, u)\n}\n";
     let listing = check_exe(text, 0.0);
     assert!(listing.contains("  w = fused loop"), "{listing}");
+    // A variance's squares, (x - mean)^2, summed: the square is a pair too.
+    let variance = "HloModule t\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\nENTRY e {\n  x = f32[300,1000] parameter(0)\n  m = f32[300] parameter(1)\n  mb = f32[300,1000] broadcast(m), dimensions={0}\n  c = f32[300,1000] subtract(x, mb)\n  q = f32[300,1000] multiply(c, c)\n  z = f32[] constant(0)\n  ROOT v = f32[300] reduce(q, z), dimensions={1}, to_apply=add\n}\n";
+    check(variance, 1e-5);
+    let squares = variance.replace(
+        "  z = f32[] constant(0)\n  ROOT v = f32[300] reduce(q, z), dimensions={1}, to_apply=add\n",
+        "  k = f32[300,1000] add(q, x)\n  ROOT w = f32[300,1000] multiply(k, q)\n",
+    );
+    assert!(squares.contains("ROOT w"));
+    check(&squares, 0.0);
+    check(&squares.replace("subtract(x, mb)", "multiply(x, mb)"), 0.0);
     // f64, long rows split into tiles, with a partial last tile.
     check(
         &text

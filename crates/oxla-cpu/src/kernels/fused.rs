@@ -449,6 +449,36 @@ fn pair_loop<T: Float>(
     }
 }
 
+/// `out = t * t` with `t = a b1 x`: the square pairs of
+/// [`FusedLoop::pairs`] (a variance's `(x - mean)^2`).
+#[inline(always)]
+fn square_pair<T: Float>(b1: Binary, out: &mut [T], a: &[T], x: Arg<'_, T>) {
+    #[inline(always)]
+    fn go<T: Copy + std::ops::Mul<Output = T>>(
+        out: &mut [T],
+        a: &[T],
+        x: Arg<'_, T>,
+        f: impl Fn(T, T) -> T,
+    ) {
+        let ov = out.iter_mut().zip(a);
+        match x {
+            Arg::Slice(x) => ov.zip(x).for_each(|((o, &v), &x)| {
+                let t = f(v, x);
+                *o = t * t
+            }),
+            Arg::Splat(x) => ov.for_each(|(o, &v)| {
+                let t = f(v, x);
+                *o = t * t
+            }),
+        }
+    }
+    match b1 {
+        Binary::Add => go(out, a, x, |v, x| v + x),
+        Binary::Sub => go(out, a, x, |v, x| v - x),
+        _ => go(out, a, x, |v, x| v * x),
+    }
+}
+
 #[inline(always)]
 fn map_pair<T: Copy>(
     out: &mut [T],
@@ -737,7 +767,7 @@ impl FusedLoop {
                     arith(b1)
                         && arith(b2)
                         && p == r
-                        && q != r
+                        && (q != r || b2 == Binary::Mul)
                         && a != r
                         && x != r
                         && d1 != d2
@@ -1312,6 +1342,9 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
             };
             // One loop per operation kind, so each loop body is branch-free and vectorises.
             match (pair, op) {
+                (Some((b1, a, x, _, y, _)), _) if y == Src::Reg(dst) => {
+                    square_pair(b1, out, get(a), arg(x))
+                }
                 (Some((b1, a, x, b2, y, _)), _) => pair_loop(b1, b2, out, get(a), arg(x), arg(y)),
                 (None, Op::Unary(u, a)) => unary_loop::<T, FMA>(u, out, get(a)),
                 (None, Op::Binary(b, x, y)) => binary_loop(b, out, arg(x), arg(y)),
@@ -1444,7 +1477,7 @@ mod tests {
         escapes.result = Src::Reg(0);
         assert_eq!(escapes.pairs(), vec![false, false]);
         // The first result as the second operand, a quotient, a maximum,
-        // the same value twice: single operations.
+        // a sum of the first result with itself: single operations.
         for code in [
             vec![
                 bin(Binary::Sub, a, b, 0),
@@ -1460,7 +1493,7 @@ mod tests {
             ],
             vec![
                 bin(Binary::Add, a, b, 0),
-                bin(Binary::Mul, Src::Reg(0), Src::Reg(0), 1),
+                bin(Binary::Add, Src::Reg(0), Src::Reg(0), 1),
             ],
         ] {
             assert_eq!(
@@ -1469,6 +1502,12 @@ mod tests {
                 "{code:?}"
             );
         }
+        // A square of the first result pairs.
+        let square = loop_of(vec![
+            bin(Binary::Sub, a, b, 0),
+            bin(Binary::Mul, Src::Reg(0), Src::Reg(0), 1),
+        ]);
+        assert_eq!(square.pairs(), vec![true, false]);
     }
 
     #[test]
