@@ -960,17 +960,10 @@ pub(crate) fn allocate_registers(
     result: Src,
 ) -> (Vec<(Op, usize)>, (usize, Vec<usize>)) {
     let n = code.len();
-    let reads = |op: &Op| -> Vec<Src> {
-        match *op {
-            Op::Unary(_, a) => vec![a],
-            Op::Binary(_, a, b) | Op::Compare(_, a, b) => vec![a, b],
-            Op::Select(a, b, c) | Op::Clamp(a, b, c) => vec![a, b, c],
-        }
-    };
     // The last operation reading each value; a value nobody reads dies where it is made.
     let mut last_use: Vec<usize> = (0..n).collect();
     for (i, op) in code.iter().enumerate() {
-        for s in reads(op) {
+        for s in op.operands() {
             if let Src::Reg(r) = s {
                 last_use[r] = i;
             }

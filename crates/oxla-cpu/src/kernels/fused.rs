@@ -89,6 +89,18 @@ pub(crate) enum Op {
     Clamp(Src, Src, Src),
 }
 
+impl Op {
+    /// The values the operation reads, in operand order.
+    pub(crate) fn operands(self) -> impl Iterator<Item = Src> {
+        let (a, b, c) = match self {
+            Op::Unary(_, a) => (a, None, None),
+            Op::Binary(_, a, b) | Op::Compare(_, a, b) => (a, Some(b), None),
+            Op::Select(a, b, c) | Op::Clamp(a, b, c) => (a, Some(b), Some(c)),
+        };
+        std::iter::once(a).chain(b).chain(c)
+    }
+}
+
 /// One leaf of the expression.
 #[derive(Clone, Debug)]
 pub(crate) enum Leaf {
@@ -409,12 +421,7 @@ fn binary_loop<T: Float>(op: Binary, out: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>
 fn read_after(code: &[(Op, usize)], from: usize, reg: usize, result: Src) -> bool {
     let r = Src::Reg(reg);
     for &(op, dst) in code.iter().skip(from) {
-        let reads = match op {
-            Op::Unary(_, a) => a == r,
-            Op::Binary(_, a, b) | Op::Compare(_, a, b) => a == r || b == r,
-            Op::Select(a, b, c) | Op::Clamp(a, b, c) => a == r || b == r || c == r,
-        };
-        if reads {
+        if op.operands().any(|s| s == r) {
             return true;
         }
         if dst == reg {

@@ -396,7 +396,7 @@ impl RowPipeline {
         let last = self.stages.len() - 1;
         let full = self.stages[last].per_row * self.rows;
         let stream = fused::streams_bytes(full * std::mem::size_of::<T>());
-        let mut scratches: Vec<Option<Scratch<T>>> = self
+        let mut scratches: Vec<Scratch<T>> = self
             .stages
             .iter()
             .zip(&walks)
@@ -408,7 +408,7 @@ impl RowPipeline {
                     Walk::Reduce { cols, .. } => Scratch::new(s.stage.expr(), *cols),
                 };
                 scratch.stream = stream && k == last;
-                Some(scratch)
+                scratch
             })
             .collect();
         let mut b0 = first;
@@ -442,7 +442,7 @@ impl RowPipeline {
                     (b0 - first) * e..(b1 - first) * e
                 };
                 match (&walks[s], &mut scratches[s]) {
-                    (Walk::Rows { space, q, row_len }, Some(scratch)) => fused::dispatch(
+                    (Walk::Rows { space, q, row_len }, scratch) => fused::dispatch(
                         expr,
                         space,
                         &sources,
@@ -452,7 +452,7 @@ impl RowPipeline {
                         &mut out[part],
                         scratch,
                     ),
-                    (Walk::Span { space }, Some(scratch)) => {
+                    (Walk::Span { space }, scratch) => {
                         fused::dispatch_span(expr, space, &sources, b0, &mut out[part], scratch)
                     }
                     (
@@ -462,7 +462,7 @@ impl RowPipeline {
                             cols,
                             init,
                         },
-                        Some(scratch),
+                        scratch,
                     ) => {
                         let Stage::Reduce(r) = &stage.stage else {
                             return Err("a reduction walk of a loop".into());
@@ -486,7 +486,6 @@ impl RowPipeline {
                             scratch,
                         );
                     }
-                    _ => return Err("a loop stage without scratch space".into()),
                 }
             }
             b0 = b1;
