@@ -433,6 +433,25 @@ fn read_after(code: &[(Op, usize)], from: usize, reg: usize, result: Src) -> boo
     result == r
 }
 
+/// The arithmetic before a closing costly function (see `eval_tile`).
+#[derive(Clone, Copy)]
+enum Head {
+    Pair(Binary, Src, Src, Binary, Src),
+    One(Binary, Src, Src),
+}
+
+/// Elements per chunk where a closing costly function runs chunk by chunk
+/// with the arithmetic before it.
+const CHUNK: usize = 128;
+
+/// Functions that cost more than the loads of their chunk.
+fn costly(u: Unary) -> bool {
+    matches!(
+        u,
+        Unary::Exp | Unary::Log | Unary::Tanh | Unary::Logistic | Unary::Erf
+    )
+}
+
 /// `out = (a b1 x) b2 y` for the pairs of [`FusedLoop::pairs`]: each of
 /// `b1` and `b2` is an addition, subtraction or product.
 #[inline(always)]
@@ -1331,6 +1350,60 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
             Some((.., dst2)) => (at + 1, dst2, dst),
             None => (at, dst, dst),
         };
+        // An addition, subtraction or product (or a pair of them) whose
+        // result only a closing costly function reads, as in
+        // `tanh(a * b + c)`: both run chunk by chunk, so the function's
+        // arithmetic overlaps the loads of the next chunk instead of
+        // following all of them.
+        let head = match (pair, op) {
+            (Some((b1, a, x, b2, y, dst2)), _) if y != Src::Reg(dst) => {
+                Some((Head::Pair(b1, a, x, b2, y), dst2))
+            }
+            (None, Op::Binary(b, x, y)) if matches!(b, Binary::Add | Binary::Sub | Binary::Mul) => {
+                Some((Head::One(b, x, y), dst))
+            }
+            _ => None,
+        };
+        if let (Some((head, r)), Some(&(Op::Unary(u, arg_reg), udst))) = (head, f.code.get(end + 1))
+            && end + 1 == last
+            && arg_reg == Src::Reg(r)
+            && f.result == Src::Reg(udst)
+            && costly(u)
+            && let Some(buf) = direct.take()
+        {
+            let mut d = std::mem::take(&mut regs[dst]);
+            {
+                let get = |s: Src, from: usize, to: usize| -> Arg<'_, T> {
+                    match s {
+                        Src::Leaf(i) => match splats.get(i).copied().flatten() {
+                            Some(v) => Arg::Splat(v),
+                            None => Arg::Slice(&leaves[i][from..to]),
+                        },
+                        Src::Reg(r) => Arg::Slice(&regs[r][from..to]),
+                    }
+                };
+                let mut from = 0;
+                while from < len {
+                    let to = (from + CHUNK).min(len);
+                    let t = &mut d[from..to];
+                    match head {
+                        // (A pair here starts from values, never a splat.)
+                        Head::Pair(b1, a, x, b2, y) => {
+                            let a = match a {
+                                Src::Leaf(i) => &leaves[i][from..to],
+                                Src::Reg(r) => &regs[r][from..to],
+                            };
+                            pair_loop(b1, b2, t, a, get(x, from, to), get(y, from, to))
+                        }
+                        Head::One(b, x, y) => binary_loop(b, t, get(x, from, to), get(y, from, to)),
+                    }
+                    unary_loop::<T, FMA>(u, &mut buf[from..to], t);
+                    from = to;
+                }
+            }
+            regs[dst] = d;
+            return None;
+        }
         // The last operation writes the caller's buffer directly, when given one.
         let into_direct =
             end == last && matches!(f.result, Src::Reg(r) if r == result) && direct.is_some();
@@ -1530,6 +1603,126 @@ mod tests {
             bin(Binary::Mul, Src::Reg(0), Src::Reg(0), 1),
         ]);
         assert_eq!(square.pairs(), vec![true, false]);
+    }
+
+    /// Evaluates `code` over inputs `a` and `b` and the scalar `c` (leaves
+    /// 0, 1, 2) as one tile: into the caller's buffer, and into scratch.
+    fn tile_both_ways<T: Float>(
+        code: Vec<(Op, usize)>,
+        a: &[T],
+        b: &[T],
+        c: T,
+    ) -> (Vec<T>, Vec<T>) {
+        let n = a.len();
+        let view = View {
+            dims: vec![n as i64],
+            offset: 0,
+            strides: vec![1],
+        };
+        let input = |i| Leaf::Input {
+            input: i,
+            ty: T::TYPE,
+            view: view.clone(),
+        };
+        let registers = code.iter().map(|&(_, d)| d + 1).max().unwrap_or(1);
+        let (_, last) = *code.last().unwrap();
+        let f = FusedLoop {
+            ty: T::TYPE,
+            out_ty: T::TYPE,
+            dims: vec![n as i64],
+            leaves: vec![input(0), input(1), Leaf::Scalar(0.0)],
+            result: Src::Reg(last),
+            code,
+            registers,
+        };
+        let space = coalesce(&f.dims, &f.views());
+        let sources = [Source::Data(a, 0), Source::Data(b, 1), Source::Scalar(c)];
+        let offsets = space.offsets.clone();
+        let mut scratch = Scratch::new(&f, n);
+        let mut direct = vec![T::ZERO; n];
+        let none = eval_tile::<T, false>(
+            &f,
+            &space,
+            &sources,
+            &offsets,
+            0,
+            n,
+            &mut scratch,
+            Some(&mut direct),
+        );
+        assert!(none.is_none(), "the direct buffer holds the result");
+        let mut scratch = Scratch::new(&f, n);
+        let kept = eval_tile::<T, false>(&f, &space, &sources, &offsets, 0, n, &mut scratch, None)
+            .expect("a result in scratch")
+            .to_vec();
+        (direct, kept)
+    }
+
+    #[test]
+    fn costly_functions_after_arithmetic_run_chunk_by_chunk_with_the_same_values() {
+        let (a, b, c) = (Src::Leaf(0), Src::Leaf(1), Src::Leaf(2));
+        let bin = |op, x, y, dst| (Op::Binary(op, x, y), dst);
+        let un = |u, dst| (Op::Unary(u, Src::Reg(1)), dst);
+        // 300 positions: two full chunks and a partial one.
+        let xs: Vec<f32> = (0..300).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+        let ys: Vec<f32> = (0..300).map(|i| (i as f32 * 0.11).cos() * 2.0).collect();
+        let cases: Vec<(Vec<(Op, usize)>, fn(f32, f32, f32) -> f32)> = vec![
+            // tanh(a * b + c): a pair, then the function (into the pair's
+            // first register, as the allocator gives it).
+            (
+                vec![
+                    bin(Binary::Mul, a, b, 0),
+                    bin(Binary::Add, Src::Reg(0), c, 1),
+                    un(Unary::Tanh, 0),
+                ],
+                |x, y, c| <f32 as Float>::tanh::<false>(x * y + c),
+            ),
+            // logistic((a - c) * b).
+            (
+                vec![
+                    bin(Binary::Sub, a, c, 0),
+                    bin(Binary::Mul, Src::Reg(0), b, 1),
+                    un(Unary::Logistic, 2),
+                ],
+                |x, y, c| <f32 as Float>::logistic::<false>((x - c) * y),
+            ),
+            // exp(b - c), one operation before the function.
+            (
+                vec![bin(Binary::Sub, b, c, 1), un(Unary::Exp, 0)],
+                |_, y, c| <f32 as Float>::exp::<false>(y - c),
+            ),
+            // log(a * a + b): the product of a leaf with itself.
+            (
+                vec![
+                    bin(Binary::Mul, a, a, 0),
+                    bin(Binary::Add, Src::Reg(0), b, 1),
+                    un(Unary::Log, 2),
+                ],
+                |x, y, _| <f32 as Float>::log::<false>(x * x + y),
+            ),
+        ];
+        for (code, want) in cases {
+            let (direct, kept) = tile_both_ways(code.clone(), &xs, &ys, 0.25f32);
+            for i in 0..xs.len() {
+                let w = want(xs[i], ys[i], 0.25);
+                assert_eq!(direct[i].to_bits(), w.to_bits(), "{code:?} at {i}");
+                assert_eq!(kept[i].to_bits(), w.to_bits(), "{code:?} at {i}");
+            }
+        }
+        // f64 too, with a length below one chunk.
+        let xs: Vec<f64> = (0..77).map(|i| i as f64 * 0.05 - 2.0).collect();
+        let ys: Vec<f64> = (0..77).map(|i| 1.0 - i as f64 * 0.01).collect();
+        let code = vec![
+            bin(Binary::Mul, a, b, 0),
+            bin(Binary::Add, Src::Reg(0), c, 1),
+            un(Unary::Tanh, 0),
+        ];
+        let (direct, kept) = tile_both_ways(code, &xs, &ys, -0.5f64);
+        for i in 0..xs.len() {
+            let w = <f64 as Float>::tanh::<false>(xs[i] * ys[i] - 0.5);
+            assert_eq!(direct[i].to_bits(), w.to_bits(), "at {i}");
+            assert_eq!(kept[i].to_bits(), w.to_bits(), "at {i}");
+        }
     }
 
     #[test]
