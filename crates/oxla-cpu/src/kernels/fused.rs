@@ -444,6 +444,11 @@ enum Head {
 /// with the arithmetic before it.
 const CHUNK: usize = 128;
 
+/// Running every operation of such loops chunk by chunk, wherever the
+/// costly function stands, was slower: dispatching each operation per
+/// chunk took `tanh(a * b + c)` on one core from 1.73 ms to 2.3 ms, and
+/// `x * logistic(x)` from 1.63 ms to 1.92 ms (XLA: 1.68-1.80 ms).
+///
 /// Functions that cost more than the loads of their chunk.
 fn costly(u: Unary) -> bool {
     matches!(
@@ -1714,7 +1719,38 @@ mod tests {
                 |x, y, _| <f32 as Float>::log::<false>(x * x + y),
             ),
         ];
-        for (code, want) in cases {
+        // Costly functions before the last operation run tile by tile,
+        // into the caller's buffer or not: x * logistic(x), exp(a) * b + c,
+        // and a selection on tanh(a).
+        let more: Vec<(Vec<(Op, usize)>, fn(f32, f32, f32) -> f32)> = vec![
+            (
+                vec![
+                    (Op::Unary(Unary::Logistic, a), 0),
+                    bin(Binary::Mul, a, Src::Reg(0), 1),
+                ],
+                |x, _, _| x * <f32 as Float>::logistic::<false>(x),
+            ),
+            (
+                vec![
+                    (Op::Unary(Unary::Exp, a), 0),
+                    bin(Binary::Mul, Src::Reg(0), b, 1),
+                    bin(Binary::Add, Src::Reg(1), c, 0),
+                ],
+                |x, y, c| <f32 as Float>::exp::<false>(x) * y + c,
+            ),
+            (
+                vec![
+                    (Op::Unary(Unary::Tanh, a), 0),
+                    (Op::Compare(ComparisonDirection::Lt, Src::Reg(0), c), 1),
+                    (Op::Select(Src::Reg(1), b, Src::Reg(0)), 2),
+                ],
+                |x, y, c| {
+                    let t = <f32 as Float>::tanh::<false>(x);
+                    if t < c { y } else { t }
+                },
+            ),
+        ];
+        for (code, want) in cases.into_iter().chain(more) {
             let (direct, kept) = tile_both_ways(code.clone(), &xs, &ys, 0.25f32);
             for i in 0..xs.len() {
                 let w = want(xs[i], ys[i], 0.25);
