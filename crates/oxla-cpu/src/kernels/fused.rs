@@ -660,8 +660,12 @@ pub(crate) struct Scratch<T> {
     /// (alternating `oxla bench` runs) `tanh(a * b + c)` on 4M f32 took
     /// 2.35-2.45 ms with 512-element tiles against 3.7-4.4 ms with 1024,
     /// and `-(a * b + c)` 1.8 ms against 2.0-2.4 (minimums); 256 was no
-    /// better than 512. Row pipelines, whose blocks are in cache, keep
-    /// full tiles: softmax took 1.7 ms with 512 against 1.35 ms.
+    /// better than 512. A loop of one pass (one operation, or one pair)
+    /// has no such passes and keeps full tiles: `[4096, 1024] + [1024]`
+    /// took 0.97-1.04 ms with 1024-element tiles against 1.09-1.14 ms with
+    /// 512 (medians of 4 alternating pairs, one core). Row pipelines, whose
+    /// blocks are in cache, keep full tiles: softmax took 1.7 ms with 512
+    /// against 1.35 ms.
     pub(crate) step: usize,
     /// Run a costly function that closes the loop chunk by chunk with the
     /// arithmetic before it (see `eval_tile`): set for loops alone, whose
@@ -884,10 +888,12 @@ impl FusedLoop {
         // them against 0.85-1.13 ms streamed, and fused_tanh was a wash.
         // Row pipelines, whose blocks stream past the cache, do stream.
         let narrow = self.streams_cheaply();
+        let passes = self.code.len() - self.pairs().iter().filter(|&&p| p).count();
+        let step = if passes > 1 { LONE_STEP } else { TILE };
         let work = |first_row: usize, chunk: &mut [T]| {
             let mut scratch = Scratch::new(self, row_len);
             scratch.narrow = narrow;
-            scratch.step = LONE_STEP;
+            scratch.step = step;
             scratch.chunk_costly = true;
             let rows_here = chunk.len() / row_len.max(1);
             dispatch(
@@ -914,7 +920,7 @@ impl FusedLoop {
             out.par_chunks_mut(part).enumerate().for_each(|(i, chunk)| {
                 let mut scratch = Scratch::new(self, chunk.len());
                 scratch.narrow = narrow;
-                scratch.step = LONE_STEP;
+                scratch.step = step;
                 scratch.chunk_costly = true;
                 dispatch_span(self, space, &sources, i * part, chunk, &mut scratch);
             });
