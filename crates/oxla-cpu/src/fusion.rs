@@ -393,6 +393,7 @@ fn plan_tiled(
         Binary(crate::kernels::typed::BinFn, usize, usize),
         BinarySplat(crate::kernels::typed::SplatFn, usize, usize),
         Rotate(crate::kernels::typed::RotateFn, usize, u32),
+        RotateXor(crate::kernels::typed::RotateXorFn, usize, u32, usize),
         Select(usize, usize, usize),
         Convert(crate::kernels::typed::ConvertFn, usize),
     }
@@ -408,6 +409,19 @@ fn plan_tiled(
         }
         if let Some((f, x, k)) = rotation(comp, &members, users, m) {
             return Some(Form::Rotate(f, x, k));
+        }
+        // An exclusive or with a rotation it alone reads: one pass.
+        if let (Opcode::Xor, &[p, q]) = (instr.opcode, ops.as_slice()) {
+            let ty = instr.shape.element_type()?;
+            for (r, other) in [(p, q), (q, p)] {
+                if members.contains(&r)
+                    && users[r] == [m]
+                    && let Some((_, x, k)) = rotation(comp, &members, users, r)
+                    && let Some(f) = crate::kernels::typed::rotate_xor_fn(ty)
+                {
+                    return Some(Form::RotateXor(f, x, k, other));
+                }
+            }
         }
         Some(match (typed_op(comp, instr)?, ops.as_slice()) {
             (TypedOp::Binary(f), &[a, b]) => {
@@ -432,6 +446,7 @@ fn plan_tiled(
             Form::Splat(_) | Form::Iota(..) => vec![],
             Form::Binary(_, a, b) => vec![a, b],
             Form::BinarySplat(_, a, _) | Form::Rotate(_, a, _) | Form::Convert(_, a) => vec![a],
+            Form::RotateXor(_, a, _, b) => vec![a, b],
             Form::Select(p, a, b) => vec![p, a, b],
         }
     };
@@ -472,6 +487,7 @@ fn plan_tiled(
             Form::Binary(f, a, b) => Node::Binary(f, at(a)?, at(b)?),
             Form::BinarySplat(f, a, src) => Node::BinarySplat(f, at(a)?, input(src, &mut inputs)),
             Form::Rotate(f, a, k) => Node::Rotate(f, at(a)?, k),
+            Form::RotateXor(f, a, k, b) => Node::RotateXor(f, at(a)?, k, at(b)?),
             Form::Select(p, a, b) => Node::Select(at(p)?, at(a)?, at(b)?),
             Form::Convert(f, a) => Node::Convert(f, at(a)?),
         };

@@ -1339,3 +1339,27 @@ fn an_empty_iota_with_huge_dimensions_in_an_integer_loop() {
     let (got, want) = run_both(text, &[empty]);
     assert!(got.bitwise_eq(&want));
 }
+
+#[test]
+fn exclusive_ors_of_rotations_run_in_one_pass_with_the_same_bits() {
+    // Threefry's mix, x0 += x1; x1 = rotate(x1, 13) ^ x0, with the xor's
+    // operands in both orders, on u32 and s64; and a rotation read twice,
+    // which stays a rotation of its own.
+    let text = "HloModule t\nENTRY e {\n  a = u32[300001] parameter(0)\n  b = u32[300001] parameter(1)\n  k = u32[] constant(13)\n  kb = u32[300001] broadcast(k), dimensions={}\n  j = u32[] constant(19)\n  jb = u32[300001] broadcast(j), dimensions={}\n  x = u32[300001] add(a, b)\n  l = u32[300001] shift-left(b, kb)\n  h = u32[300001] shift-right-logical(b, jb)\n  o = u32[300001] or(l, h)\n  y = u32[300001] xor(o, x)\n  z = u32[300001] add(x, y)\n  l2 = u32[300001] shift-left(y, jb)\n  h2 = u32[300001] shift-right-logical(y, kb)\n  o2 = u32[300001] or(h2, l2)\n  w = u32[300001] xor(z, o2)\n  v = u32[300001] add(o2, w)\n  ROOT t = (u32[300001], u32[300001]) tuple(w, v)\n}\n";
+    let listing = check_exe(text, 0.0);
+    assert!(listing.contains("tiled loop"), "{listing}");
+    let wide = "HloModule t\nENTRY e {\n  a = s64[5000] parameter(0)\n  b = s64[5000] parameter(1)\n  k = s64[] constant(60)\n  kb = s64[5000] broadcast(k), dimensions={}\n  j = s64[] constant(4)\n  jb = s64[5000] broadcast(j), dimensions={}\n  x = s64[5000] add(a, b)\n  l = s64[5000] shift-left(b, kb)\n  h = s64[5000] shift-right-logical(b, jb)\n  o = s64[5000] or(l, h)\n  y = s64[5000] xor(x, o)\n  ROOT z = s64[5000] add(x, y)\n}\n";
+    check(wide, 0.0);
+    // Values: rotate(b, 1) ^ a for known bits.
+    let one = "HloModule t\nENTRY e {\n  a = u32[4] parameter(0)\n  b = u32[4] parameter(1)\n  k = u32[] constant(1)\n  kb = u32[4] broadcast(k), dimensions={}\n  j = u32[] constant(31)\n  jb = u32[4] broadcast(j), dimensions={}\n  s = u32[4] add(a, b)\n  l = u32[4] shift-left(b, kb)\n  h = u32[4] shift-right-logical(b, jb)\n  o = u32[4] or(l, h)\n  ROOT y = u32[4] xor(o, s)\n}\n";
+    let b = [0x8000_0001u32, 0xffff_ffff, 0x1234_5678, 0];
+    let a = [0u32, 1, 0xf0f0_f0f0, 7];
+    let (got, want) = run_both(one, &[Literal::vec1(&a), Literal::vec1(&b)]);
+    assert!(got.bitwise_eq(&want), "got {got}, want {want}");
+    let expected: Vec<u32> = a
+        .iter()
+        .zip(&b)
+        .map(|(&a, &b)| b.rotate_left(1) ^ a.wrapping_add(b))
+        .collect();
+    assert_eq!(got.to_vec::<u32>().unwrap(), expected);
+}

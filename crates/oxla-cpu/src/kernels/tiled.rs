@@ -14,7 +14,7 @@ use rayon::prelude::*;
 
 use super::Kernel;
 use super::fused::PARALLEL_MIN;
-use super::typed::{self, BinFn, ConvertFn, RotateFn, SplatFn};
+use super::typed::{self, BinFn, ConvertFn, RotateFn, RotateXorFn, SplatFn};
 use crate::buffer::Pool;
 use crate::value::Value;
 
@@ -35,6 +35,8 @@ pub(crate) enum Node {
     BinarySplat(SplatFn, usize, usize),
     /// Node `.1` rotated left by `.2` bits.
     Rotate(RotateFn, usize, u32),
+    /// Node `.1` rotated left by `.2` bits, exclusive-or node `.3`.
+    RotateXor(RotateXorFn, usize, u32, usize),
     Select(usize, usize, usize),
     Convert(ConvertFn, usize),
 }
@@ -74,6 +76,7 @@ fn assign_slots(nodes: &[(Node, PrimitiveType)]) -> (Vec<usize>, usize) {
             Node::Input(_) | Node::Splat(_) | Node::Iota(..) => vec![],
             Node::Binary(_, a, b) => vec![a, b],
             Node::BinarySplat(_, a, _) | Node::Rotate(_, a, _) => vec![a],
+            Node::RotateXor(_, a, _, b) => vec![a, b],
             Node::Select(p, a, b) => vec![p, a, b],
             Node::Convert(_, a) => vec![a],
         }
@@ -240,6 +243,7 @@ impl TiledLoop {
                     .and_then(typed::bits_of)
                     .is_some_and(|x| f(slot(a), x, r)),
                 Node::Rotate(f, a, k) => f(slot(a), k, r),
+                Node::RotateXor(f, a, k, b) => f(slot(a), k, slot(b), r),
                 Node::Select(p, a, b) => typed::select(slot(p), slot(a), slot(b), r),
                 Node::Convert(f, a) => f(slot(a), r),
             };

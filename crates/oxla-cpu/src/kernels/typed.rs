@@ -362,6 +362,43 @@ pub(crate) fn rotate_fn(ty: PrimitiveType) -> Option<RotateFn> {
     })
 }
 
+/// A rotation left by a fixed amount, then an exclusive or with a second
+/// array: `rotate(x, k) ^ y`, threefry's mix (whose rotation nothing else
+/// reads) in one pass instead of two.
+pub(crate) type RotateXorFn = fn(&ArrayData, u32, &ArrayData, &mut ArrayData) -> bool;
+
+fn rotate_xor_typed<T: NativeType + std::ops::BitXor<Output = T>>(
+    x: &ArrayData,
+    k: u32,
+    y: &ArrayData,
+    o: &mut ArrayData,
+    rotate: impl Fn(T, u32) -> T,
+) -> bool {
+    match (T::slice(x), T::slice(y), T::slice_mut(o)) {
+        (Some(x), Some(y), Some(o)) if x.len() == o.len() && y.len() == o.len() => {
+            // (`move`, as in `convert_with`.)
+            vectorized(o.len(), move || {
+                for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
+                    *o = rotate(x, k) ^ y;
+                }
+            });
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The rotation and exclusive or of `ty` (32- and 64-bit integers).
+pub(crate) fn rotate_xor_fn(ty: PrimitiveType) -> Option<RotateXorFn> {
+    Some(match ty {
+        PrimitiveType::U32 => |x, k, y, o| rotate_xor_typed::<u32>(x, k, y, o, u32::rotate_left),
+        PrimitiveType::S32 => |x, k, y, o| rotate_xor_typed::<i32>(x, k, y, o, i32::rotate_left),
+        PrimitiveType::U64 => |x, k, y, o| rotate_xor_typed::<u64>(x, k, y, o, u64::rotate_left),
+        PrimitiveType::S64 => |x, k, y, o| rotate_xor_typed::<i64>(x, k, y, o, i64::rotate_left),
+        _ => return None,
+    })
+}
+
 fn update_typed<T: Lanes, const OP: u8, const FIRST: bool>(
     o: &mut ArrayData,
     x: &ArrayData,
