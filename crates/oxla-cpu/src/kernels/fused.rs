@@ -171,6 +171,14 @@ pub(crate) trait Float:
     fn exp_tile<const FMA: bool>(out: &mut [Self], a: &[Self]) {
         map1(out, a, Self::exp::<FMA>);
     }
+    /// The range where [`Float::exp_normal`] gives `exp`'s own results,
+    /// if the type has such a faster exp.
+    const EXP_NORMAL: Option<(Self, Self)> = None;
+    /// `exp` of a value inside [`Float::EXP_NORMAL`].
+    #[inline(always)]
+    fn exp_normal<const FMA: bool>(self) -> Self {
+        self.exp::<FMA>()
+    }
     fn log<const FMA: bool>(self) -> Self;
     fn tanh<const FMA: bool>(self) -> Self;
     fn logistic<const FMA: bool>(self) -> Self;
@@ -267,6 +275,11 @@ impl Float for f32 {
     fn exp_tile<const FMA: bool>(out: &mut [f32], a: &[f32]) {
         math::exp_tile::<FMA>(out, a);
     }
+    const EXP_NORMAL: Option<(f32, f32)> = Some(math::EXP_NORMAL);
+    #[inline(always)]
+    fn exp_normal<const FMA: bool>(self) -> f32 {
+        math::exp_normal::<FMA>(self)
+    }
     #[inline(always)]
     fn log<const FMA: bool>(self) -> f32 {
         math::log::<FMA>(self)
@@ -355,11 +368,89 @@ enum Arg<'s, T> {
 
 #[inline(always)]
 fn map2a<T: Copy>(out: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>, f: impl Fn(T, T) -> T) {
+    // Plain loops rather than `for_each`: with a costly `f`, the closure
+    // form's `fold` was left out of line, outside the caller's target
+    // features (and calling `fmaf`).
     match (a, b) {
         (Arg::Slice(a), Arg::Slice(b)) => map2(out, a, b, f),
-        (Arg::Slice(a), Arg::Splat(y)) => out.iter_mut().zip(a).for_each(|(o, &x)| *o = f(x, y)),
-        (Arg::Splat(x), Arg::Slice(b)) => out.iter_mut().zip(b).for_each(|(o, &y)| *o = f(x, y)),
+        (Arg::Slice(a), Arg::Splat(y)) => {
+            for (o, &x) in out.iter_mut().zip(a) {
+                *o = f(x, y);
+            }
+        }
+        (Arg::Splat(x), Arg::Slice(b)) => {
+            for (o, &y) in out.iter_mut().zip(b) {
+                *o = f(x, y);
+            }
+        }
         (Arg::Splat(x), Arg::Splat(y)) => out.fill(f(x, y)),
+    }
+}
+
+/// Whether `f` holds at no position of the two operands.
+#[inline(always)]
+fn none2a<T: Copy>(a: Arg<'_, T>, b: Arg<'_, T>, f: impl Fn(T, T) -> bool) -> bool {
+    // A flag folded without branches, so the check vectorises.
+    let mut hits = 0u32;
+    match (a, b) {
+        (Arg::Slice(a), Arg::Slice(b)) => {
+            for (&x, &y) in a.iter().zip(b) {
+                hits |= u32::from(f(x, y));
+            }
+        }
+        (Arg::Slice(a), Arg::Splat(y)) => {
+            for &x in a {
+                hits |= u32::from(f(x, y));
+            }
+        }
+        (Arg::Splat(x), Arg::Slice(b)) => {
+            for &y in b {
+                hits |= u32::from(f(x, y));
+            }
+        }
+        (Arg::Splat(x), Arg::Splat(y)) => hits = u32::from(f(x, y)),
+    }
+    hits == 0
+}
+
+/// `out = u(x b y)` in one pass: a costly function closing a loop, of the
+/// addition, subtraction or product before it (softmax's `exp(x - max)`).
+/// The same values as the two operations one after the other; the exp
+/// checks its arguments' range first (without storing them), as
+/// [`Float::exp_tile`] does.
+#[inline(always)]
+fn costly_after<T: Float, const FMA: bool>(
+    u: Unary,
+    b: Binary,
+    out: &mut [T],
+    x: Arg<'_, T>,
+    y: Arg<'_, T>,
+) {
+    #[inline(always)]
+    fn of<T: Float, const FMA: bool>(
+        u: Unary,
+        out: &mut [T],
+        x: Arg<'_, T>,
+        y: Arg<'_, T>,
+        g: impl Fn(T, T) -> T + Copy,
+    ) {
+        match u {
+            Unary::Exp => match T::EXP_NORMAL {
+                Some((lo, hi)) if none2a(x, y, |p, q| !(lo..=hi).contains(&g(p, q))) => {
+                    map2a(out, x, y, |p, q| g(p, q).exp_normal::<FMA>())
+                }
+                _ => map2a(out, x, y, |p, q| g(p, q).exp::<FMA>()),
+            },
+            Unary::Log => map2a(out, x, y, |p, q| g(p, q).log::<FMA>()),
+            Unary::Tanh => map2a(out, x, y, |p, q| g(p, q).tanh::<FMA>()),
+            Unary::Logistic => map2a(out, x, y, |p, q| g(p, q).logistic::<FMA>()),
+            _ => map2a(out, x, y, |p, q| g(p, q).erf::<FMA>()),
+        }
+    }
+    match b {
+        Binary::Add => of::<T, FMA>(u, out, x, y, |p, q| p + q),
+        Binary::Sub => of::<T, FMA>(u, out, x, y, |p, q| p - q),
+        _ => of::<T, FMA>(u, out, x, y, |p, q| p * q),
     }
 }
 
@@ -701,9 +792,9 @@ pub(crate) struct Scratch<T> {
     /// against 1.35 ms.
     pub(crate) step: usize,
     /// Run a costly function that closes the loop chunk by chunk with the
-    /// arithmetic before it (see `eval_tile`): set for loops alone, whose
-    /// inputs stream from memory. Row pipelines' blocks are in cache, where
-    /// the chunks only cost (softmax on 512 rows, one core: 0.25 ms
+    /// pair of operations before it (see `eval_tile`): set for loops alone,
+    /// whose inputs stream from memory. Row pipelines' blocks are in cache,
+    /// where the chunks only cost (softmax on 512 rows, one core: 0.25 ms
     /// against 0.245).
     pub(crate) chunk_costly: bool,
 }
@@ -1406,10 +1497,11 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
             None => (at, dst, dst),
         };
         // An addition, subtraction or product (or a pair of them) whose
-        // result only a closing costly function reads, as in
-        // `tanh(a * b + c)`: both run chunk by chunk, so the function's
-        // arithmetic overlaps the loads of the next chunk instead of
-        // following all of them.
+        // result only a closing costly function reads, as in `exp(x - max)`
+        // or `tanh(a * b + c)`. One operation and the function run as one
+        // pass. A pair, in a loop alone, runs chunk by chunk with the
+        // function, so the function's arithmetic overlaps the loads of the
+        // next chunk instead of following all of them.
         let head = match (pair, op) {
             (Some((b1, a, x, b2, y, dst2)), _) if y != Src::Reg(dst) => {
                 Some((Head::Pair(b1, a, x, b2, y), dst2))
@@ -1419,11 +1511,34 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
             }
             _ => None,
         };
-        if let (Some((head, r)), Some(&(Op::Unary(u, arg_reg), udst))) = (head, f.code.get(end + 1))
-            && end + 1 == last
-            && arg_reg == Src::Reg(r)
-            && f.result == Src::Reg(udst)
-            && costly(u)
+        let closing = match (head, f.code.get(end + 1)) {
+            (Some((head, r)), Some(&(Op::Unary(u, arg_reg), udst)))
+                if end + 1 == last
+                    && arg_reg == Src::Reg(r)
+                    && f.result == Src::Reg(udst)
+                    && costly(u) =>
+            {
+                Some((head, u, udst))
+            }
+            _ => None,
+        };
+        if let Some((Head::One(b, x, y), u, udst)) = closing {
+            if let Some(buf) = direct.take() {
+                let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
+                costly_after::<T, FMA>(u, b, &mut buf[..len], arg(x), arg(y));
+                return None;
+            }
+            // Into the function's register, unless an operand is there.
+            let to = Src::Reg(udst);
+            if to != x && to != y {
+                let mut d = std::mem::take(&mut regs[udst]);
+                let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
+                costly_after::<T, FMA>(u, b, &mut d[..len], arg(x), arg(y));
+                regs[udst] = d;
+                return Some(&regs[udst][..len]);
+            }
+        }
+        if let Some((head, u, _)) = closing
             && chunk_costly
             && let Some(buf) = direct.take()
         {
@@ -1785,6 +1900,88 @@ mod tests {
         let (direct, kept) = tile_both_ways(code, &xs, &ys, -0.5f64);
         for i in 0..xs.len() {
             let w = <f64 as Float>::tanh::<false>(xs[i] * ys[i] - 0.5);
+            assert_eq!(direct[i].to_bits(), w.to_bits(), "at {i}");
+            assert_eq!(kept[i].to_bits(), w.to_bits(), "at {i}");
+        }
+    }
+
+    #[test]
+    fn one_operation_and_the_costly_function_after_it_make_one_pass_with_the_same_bits() {
+        let (a, b, c) = (Src::Leaf(0), Src::Leaf(1), Src::Leaf(2));
+        let bin = |op, x, y, dst| (Op::Binary(op, x, y), dst);
+        let un = |u, dst| (Op::Unary(u, Src::Reg(1)), dst);
+        type Want = fn(f32, f32, f32) -> f32;
+        let exp = |v: f32| <f32 as Float>::exp::<false>(v);
+        let cases: Vec<(Vec<(Op, usize)>, Want)> = vec![
+            // Values and values, values and a splat, a splat and values.
+            (
+                vec![bin(Binary::Sub, a, b, 1), un(Unary::Exp, 0)],
+                |x, y, _| <f32 as Float>::exp::<false>(x - y),
+            ),
+            (
+                vec![bin(Binary::Mul, a, c, 1), un(Unary::Exp, 0)],
+                |x, _, c| <f32 as Float>::exp::<false>(x * c),
+            ),
+            (
+                vec![bin(Binary::Sub, c, b, 1), un(Unary::Exp, 0)],
+                |_, y, c| <f32 as Float>::exp::<false>(c - y),
+            ),
+            (
+                vec![bin(Binary::Add, a, b, 1), un(Unary::Tanh, 0)],
+                |x, y, _| <f32 as Float>::tanh::<false>(x + y),
+            ),
+            (
+                vec![bin(Binary::Mul, a, b, 1), un(Unary::Logistic, 0)],
+                |x, y, _| <f32 as Float>::logistic::<false>(x * y),
+            ),
+            (
+                vec![bin(Binary::Mul, a, a, 1), un(Unary::Log, 0)],
+                |x, _, _| <f32 as Float>::log::<false>(x * x),
+            ),
+            (
+                vec![bin(Binary::Sub, a, c, 1), un(Unary::Erf, 0)],
+                |x, _, c| <f32 as Float>::erf::<false>(x - c),
+            ),
+            // The function's register holds an operand of the operation:
+            // not one pass without a caller's buffer, the same values.
+            (
+                vec![
+                    (Op::Unary(Unary::Abs, a), 0),
+                    bin(Binary::Sub, Src::Reg(0), b, 1),
+                    un(Unary::Exp, 0),
+                ],
+                |x, y, _| <f32 as Float>::exp::<false>(x.abs() - y),
+            ),
+        ];
+        // Arguments inside the fast exp's range, and across both its ends
+        // with a NaN (the general exp then).
+        let inside: Vec<f32> = (0..300).map(|i| (i as f32 * 0.37).sin() * 30.0).collect();
+        let mut across: Vec<f32> = (0..300).map(|i| i as f32 * 0.8 - 120.0).collect();
+        across[101] = f32::NAN;
+        let ys: Vec<f32> = (0..300).map(|i| (i as f32 * 0.11).cos() * 2.0).collect();
+        for xs in [&inside, &across] {
+            for (code, want) in &cases {
+                let (direct, kept) = tile_both_ways(code.clone(), xs, &ys, 1.5f32);
+                for i in 0..xs.len() {
+                    let w = want(xs[i], ys[i], 1.5);
+                    let same = |v: f32| v.to_bits() == w.to_bits() || (v.is_nan() && w.is_nan());
+                    assert!(
+                        same(direct[i]),
+                        "{code:?} at {i}: {} against {w}",
+                        direct[i]
+                    );
+                    assert!(same(kept[i]), "{code:?} at {i}: {} against {w}", kept[i]);
+                }
+            }
+        }
+        assert!(exp(across[0] - ys[0]) == 0.0 && exp(across[299] - ys[299]).is_infinite());
+        // f64, whose exp has no fast range.
+        let xs: Vec<f64> = (0..77).map(|i| i as f64 * 0.05 - 2.0).collect();
+        let ys: Vec<f64> = (0..77).map(|i| 1.0 - i as f64 * 0.01).collect();
+        let code = vec![bin(Binary::Sub, a, b, 1), un(Unary::Exp, 0)];
+        let (direct, kept) = tile_both_ways(code, &xs, &ys, 0.0f64);
+        for i in 0..xs.len() {
+            let w = (xs[i] - ys[i]).exp();
             assert_eq!(direct[i].to_bits(), w.to_bits(), "at {i}");
             assert_eq!(kept[i].to_bits(), w.to_bits(), "at {i}");
         }

@@ -67,6 +67,9 @@ pub(crate) fn exp_normal<const FMA: bool>(x: f32) -> f32 {
     y * f32::from_bits((t.to_bits() & 0x1ff) << 23)
 }
 
+/// The range of [`exp_normal`].
+pub(crate) const EXP_NORMAL: (f32, f32) = (-86.0, 88.0);
+
 /// `exp` over a tile: [`exp_normal`] when every element is in its range,
 /// else [`exp`].
 #[inline(always)]
@@ -74,7 +77,7 @@ pub(crate) fn exp_tile<const FMA: bool>(out: &mut [f32], a: &[f32]) {
     // A flag folded without branches, so the check vectorises (a NaN
     // counts as outside: such tiles take the general path).
     let outside = a.iter().fold(0u32, |bad, &x| {
-        bad | u32::from(!(-86.0..=88.0).contains(&x))
+        bad | u32::from(!(EXP_NORMAL.0..=EXP_NORMAL.1).contains(&x))
     });
     let fast = outside == 0;
     if fast {
