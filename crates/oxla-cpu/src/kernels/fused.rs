@@ -420,7 +420,7 @@ fn none2a<T: Copy>(a: Arg<'_, T>, b: Arg<'_, T>, f: impl Fn(T, T) -> bool) -> bo
 /// [`Float::exp_tile`] does.
 #[inline(always)]
 fn costly_after<T: Float, const FMA: bool>(
-    u: Unary,
+    u: Costly,
     b: Binary,
     out: &mut [T],
     x: Arg<'_, T>,
@@ -428,23 +428,23 @@ fn costly_after<T: Float, const FMA: bool>(
 ) {
     #[inline(always)]
     fn of<T: Float, const FMA: bool>(
-        u: Unary,
+        u: Costly,
         out: &mut [T],
         x: Arg<'_, T>,
         y: Arg<'_, T>,
         g: impl Fn(T, T) -> T + Copy,
     ) {
         match u {
-            Unary::Exp => match T::EXP_NORMAL {
+            Costly::Exp => match T::EXP_NORMAL {
                 Some((lo, hi)) if none2a(x, y, |p, q| !(lo..=hi).contains(&g(p, q))) => {
                     map2a(out, x, y, |p, q| g(p, q).exp_normal::<FMA>())
                 }
                 _ => map2a(out, x, y, |p, q| g(p, q).exp::<FMA>()),
             },
-            Unary::Log => map2a(out, x, y, |p, q| g(p, q).log::<FMA>()),
-            Unary::Tanh => map2a(out, x, y, |p, q| g(p, q).tanh::<FMA>()),
-            Unary::Logistic => map2a(out, x, y, |p, q| g(p, q).logistic::<FMA>()),
-            _ => map2a(out, x, y, |p, q| g(p, q).erf::<FMA>()),
+            Costly::Log => map2a(out, x, y, |p, q| g(p, q).log::<FMA>()),
+            Costly::Tanh => map2a(out, x, y, |p, q| g(p, q).tanh::<FMA>()),
+            Costly::Logistic => map2a(out, x, y, |p, q| g(p, q).logistic::<FMA>()),
+            Costly::Erf => map2a(out, x, y, |p, q| g(p, q).erf::<FMA>()),
         }
     }
     match b {
@@ -573,12 +573,27 @@ enum Head {
 /// 1.92 ms (XLA: 1.68-1.80 ms).
 const CHUNK: usize = 128;
 
-/// Functions that cost more than the loads of their chunk.
-fn costly(u: Unary) -> bool {
-    matches!(
-        u,
-        Unary::Exp | Unary::Log | Unary::Tanh | Unary::Logistic | Unary::Erf
-    )
+/// The functions that cost more than the loads of their operands: those a
+/// closing function runs in one pass or chunk by chunk with the arithmetic
+/// before it.
+#[derive(Clone, Copy, Debug)]
+enum Costly {
+    Exp,
+    Log,
+    Tanh,
+    Logistic,
+    Erf,
+}
+
+fn costly(u: Unary) -> Option<Costly> {
+    match u {
+        Unary::Exp => Some(Costly::Exp),
+        Unary::Log => Some(Costly::Log),
+        Unary::Tanh => Some(Costly::Tanh),
+        Unary::Logistic => Some(Costly::Logistic),
+        Unary::Erf => Some(Costly::Erf),
+        _ => None,
+    }
 }
 
 /// `out = (a b1 x) b2 y` for the pairs of [`FusedLoop::pairs`]: each of
@@ -1513,19 +1528,16 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
         };
         let closing = match (head, f.code.get(end + 1)) {
             (Some((head, r)), Some(&(Op::Unary(u, arg_reg), udst)))
-                if end + 1 == last
-                    && arg_reg == Src::Reg(r)
-                    && f.result == Src::Reg(udst)
-                    && costly(u) =>
+                if end + 1 == last && arg_reg == Src::Reg(r) && f.result == Src::Reg(udst) =>
             {
-                Some((head, u, udst))
+                costly(u).map(|c| (head, u, c, udst))
             }
             _ => None,
         };
-        if let Some((Head::One(b, x, y), u, udst)) = closing {
+        if let Some((Head::One(b, x, y), _, c, udst)) = closing {
             if let Some(buf) = direct.take() {
                 let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
-                costly_after::<T, FMA>(u, b, &mut buf[..len], arg(x), arg(y));
+                costly_after::<T, FMA>(c, b, &mut buf[..len], arg(x), arg(y));
                 return None;
             }
             // Into the function's register, unless an operand is there.
@@ -1533,12 +1545,12 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
             if to != x && to != y {
                 let mut d = std::mem::take(&mut regs[udst]);
                 let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
-                costly_after::<T, FMA>(u, b, &mut d[..len], arg(x), arg(y));
+                costly_after::<T, FMA>(c, b, &mut d[..len], arg(x), arg(y));
                 regs[udst] = d;
                 return Some(&regs[udst][..len]);
             }
         }
-        if let Some((head, u, _)) = closing
+        if let Some((head, u, ..)) = closing
             && chunk_costly
             && let Some(buf) = direct.take()
         {
