@@ -13,6 +13,7 @@ pub(crate) mod math;
 pub(crate) mod minmax;
 pub(crate) mod pad;
 pub(crate) mod pipeline;
+pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod slices;
 pub(crate) mod sort;
@@ -76,6 +77,7 @@ pub(crate) fn select(
         Opcode::ReduceWindow => {
             window::plan_reduce_window(module, comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>)
         }
+        Opcode::RngBitGenerator => random::plan(instr).map(|k| Box::new(k) as Box<dyn Kernel>),
         Opcode::SelectAndScatter => window::plan_select_and_scatter(module, comp, instr)
             .map(|k| Box::new(k) as Box<dyn Kernel>),
         _ => elementwise::plan(instr, comp).map(|k| Box::new(k) as Box<dyn Kernel>),
