@@ -229,6 +229,13 @@ def prng_uniform(key):
     return jax.random.uniform(jax.random.wrap_key_data(key), (1 << 20,))
 
 
+@workload("prng_rbg_uniform", lambda r: [np.asarray([0, 42, 0, 7], dtype=np.uint32)], **EXACT,
+          hlo_ops=("rng-bit-generator",),
+          note="jax.random.uniform of f32[1048576] from an rbg key (rng-bit-generator, Philox on CPU)")
+def prng_rbg_uniform(key):
+    return jax.random.uniform(jax.random.wrap_key_data(key, impl="rbg"), (1 << 20,))
+
+
 @workload("argmax_rows", lambda r: [normal(r, (4096, 1000))], **EXACT, hlo_ops=("reduce",),
           note="jnp.argmax over the last axis of f32[4096,1000] (a reduce of values and an iota)")
 def argmax_rows(x):
