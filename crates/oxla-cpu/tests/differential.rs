@@ -25,6 +25,21 @@ fn random(shape: &Shape, seed: &mut u64) -> Literal {
         PrimitiveType::S32 => ArrayData::S32((0..n).map(|_| (next() * 16.0) as i32 - 8).collect()),
         PrimitiveType::S64 => ArrayData::S64((0..n).map(|_| (next() * 16.0) as i64 - 8).collect()),
         PrimitiveType::U8 => ArrayData::U8((0..n).map(|_| (next() * 16.0) as u8).collect()),
+        // The whole range, so products and sums wrap.
+        PrimitiveType::S8 => {
+            ArrayData::S8((0..n).map(|_| (next() * 256.0 - 128.0) as i8).collect())
+        }
+        PrimitiveType::U16 => ArrayData::U16((0..n).map(|_| (next() * 65536.0) as u16).collect()),
+        PrimitiveType::BF16 => ArrayData::BF16(
+            (0..n)
+                .map(|_| oxla_hlo::half::bf16::from_f64(next() * 4.0 - 2.0))
+                .collect(),
+        ),
+        PrimitiveType::F16 => ArrayData::F16(
+            (0..n)
+                .map(|_| oxla_hlo::half::f16::from_f64(next() * 4.0 - 2.0))
+                .collect(),
+        ),
         // Half in [0, 40) (shift amounts in and past range), half anywhere.
         PrimitiveType::U32 => ArrayData::U32(
             (0..n)
@@ -155,6 +170,132 @@ fn reductions_in_every_layout() {
         "HloModule s\nmax {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] maximum(a, b)\n}\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  ninf = f32[] constant(-inf)\n  m = f32[512] reduce(x, ninf), dimensions={1}, to_apply=max\n  mb = f32[512,1024] broadcast(m), dimensions={0}\n  d = f32[512,1024] subtract(x, mb)\n  ex = f32[512,1024] exponential(d)\n  z = f32[] constant(0)\n  s = f32[512] reduce(ex, z), dimensions={1}, to_apply=add\n  sb = f32[512,1024] broadcast(s), dimensions={0}\n  ROOT y = f32[512,1024] divide(ex, sb)\n}\n",
         1e-5,
     );
+}
+
+/// Integer dots (exact: wrapping sums do not depend on the order) and
+/// half-precision dots (summed in f32, rounded once), with operand types
+/// converted as the interpreter converts them.
+#[test]
+fn integer_and_half_precision_dots() {
+    let dot = |l: &str, r: &str, o: &str, attrs: &str| {
+        format!(
+            "HloModule d\nENTRY e {{\n  a = {l} parameter(0)\n  b = {r} parameter(1)\n  ROOT d = {o} dot(a, b), {attrs}\n}}\n"
+        )
+    };
+    let plain = "lhs_contracting_dims={1}, rhs_contracting_dims={0}";
+    let cases = [
+        // int8 quantised matmul into s32, large enough for threads.
+        (
+            "s8[300,200]",
+            "s8[200,500]",
+            "s32[300,500]",
+            plain,
+            "dot (integer)",
+            0.0,
+        ),
+        // Wrapping in the narrow type itself.
+        (
+            "s8[40,64]",
+            "s8[64,30]",
+            "s8[40,30]",
+            plain,
+            "dot (integer)",
+            0.0,
+        ),
+        (
+            "u8[40,64]",
+            "u8[64,30]",
+            "u16[40,30]",
+            plain,
+            "dot (integer)",
+            0.0,
+        ),
+        (
+            "u16[40,64]",
+            "u16[64,30]",
+            "u16[40,30]",
+            plain,
+            "dot (integer)",
+            0.0,
+        ),
+        (
+            "u64[50,70]",
+            "u64[70,40]",
+            "u64[50,40]",
+            plain,
+            "dot (integer)",
+            0.0,
+        ),
+        (
+            "s32[4,50,60]",
+            "s32[4,70,60]",
+            "s32[4,50,70]",
+            "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}",
+            "dot (integer)",
+            0.0,
+        ),
+        (
+            "s64[30,4,20,6]",
+            "s64[6,4,20,25]",
+            "s64[4,30,25]",
+            "lhs_batch_dims={1}, lhs_contracting_dims={2,3}, rhs_batch_dims={1}, rhs_contracting_dims={2,0}",
+            "dot (integer)",
+            0.0,
+        ),
+        (
+            "s32[0,5]",
+            "s32[5,7]",
+            "s32[0,7]",
+            plain,
+            "dot (integer)",
+            0.0,
+        ),
+        (
+            "s32[3,0]",
+            "s32[0,7]",
+            "s32[3,7]",
+            plain,
+            "dot (integer)",
+            0.0,
+        ),
+        // Half precision: f32 sums in another order, so a bf16 ulp apart at most.
+        (
+            "bf16[128,256]",
+            "bf16[256,64]",
+            "bf16[128,64]",
+            plain,
+            "dot (gemm)",
+            1e-2,
+        ),
+        (
+            "f16[128,256]",
+            "f16[256,64]",
+            "f32[128,64]",
+            plain,
+            "dot (gemm)",
+            1e-5,
+        ),
+        (
+            "bf16[64,256]",
+            "bf16[256,64]",
+            "f32[64,64]",
+            plain,
+            "dot (gemm)",
+            1e-5,
+        ),
+        (
+            "f32[64,100]",
+            "f32[100,64]",
+            "f64[64,64]",
+            plain,
+            "dot (gemm)",
+            1e-12,
+        ),
+    ];
+    for (l, r, o, attrs, kernel, rtol) in cases {
+        let listing = check_exe(&dot(l, r, o, attrs), rtol);
+        assert!(listing.contains(kernel), "{l} x {r} -> {o}:\n{listing}");
+    }
 }
 
 #[test]

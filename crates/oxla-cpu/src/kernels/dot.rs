@@ -4,11 +4,22 @@
 //! whose dimensions cannot be merged is first copied into that order. Each
 //! batch is one strided matrix product, run on the shared thread pool when
 //! it is big enough to pay for it.
+//!
+//! As in the interpreter (and XLA), operands are converted to the
+//! accumulation type first: the result type, or f32 for f16 and bf16
+//! results, which are rounded once at the end. Float products go through
+//! `gemm`; integer products (int8 quantised matmuls, index arithmetic)
+//! through tiles of wrapping multiply-adds held in registers, whose sums do
+//! not depend on the order, so they are the interpreter's exactly.
 
 use oxla_hlo::ir::DotDimensionNumbers;
+use std::borrow::Cow;
+
+use oxla_hlo::half::{bf16, f16};
 use oxla_hlo::{
-    ArrayData, ArrayLiteral, ArrayShape, HloComputation, HloInstruction, PrimitiveType,
+    ArrayData, ArrayLiteral, ArrayShape, HloComputation, HloInstruction, NativeType, PrimitiveType,
 };
+use rayon::prelude::*;
 
 use super::Kernel;
 use crate::buffer::Pool;
@@ -31,27 +42,33 @@ struct Side {
 
 #[derive(Clone, Debug)]
 pub(crate) struct DotKernel {
+    /// The result type.
     ty: PrimitiveType,
+    /// The type operands are converted to and sums kept in.
+    acc: PrimitiveType,
     lhs: Side,
     rhs: Side,
     out_dims: Vec<i64>,
 }
 
-/// A dot the kernel handles: f32, f64, c64 or c128 throughout.
+/// A dot the kernel handles: complex operands of the result's type; real
+/// or half operands of an f16, bf16, f32 or f64 result; integer operands of
+/// an integer result.
 pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<DotKernel> {
+    use PrimitiveType::*;
     let d: &DotDimensionNumbers = instr.attrs.dot_dnums.as_ref()?;
     let ty = instr.shape.element_type()?;
-    if !matches!(
-        ty,
-        PrimitiveType::F32 | PrimitiveType::F64 | PrimitiveType::C64 | PrimitiveType::C128
-    ) {
-        return None;
-    }
     let l = comp.instruction(instr.operands[0]).shape.as_array()?;
     let r = comp.instruction(instr.operands[1]).shape.as_array()?;
-    if l.element_type() != ty || r.element_type() != ty {
-        return None;
-    }
+    let operands = [l.element_type(), r.element_type()];
+    let real = |t: PrimitiveType| matches!(t, F16 | BF16 | F32 | F64);
+    let acc = match ty {
+        C64 | C128 if operands == [ty, ty] => ty,
+        F16 | BF16 if operands.into_iter().all(real) => F32,
+        F32 | F64 if operands.into_iter().all(real) => ty,
+        _ if ty.is_integral() && operands.into_iter().all(|t| t.is_integral()) => ty,
+        _ => return None,
+    };
     let side = |dims: &[i64], batch: &[i64], contracting: &[i64]| -> Side {
         let batch: Vec<usize> = batch.iter().map(|&b| b as usize).collect();
         let contracting: Vec<usize> = contracting.iter().map(|&c| c as usize).collect();
@@ -67,6 +84,7 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<DotK
     };
     Some(DotKernel {
         ty,
+        acc,
         lhs: side(
             l.dims(),
             &d.lhs_batch_dimensions,
@@ -265,9 +283,368 @@ impl DotKernel {
     }
 }
 
+/// Integers summed with wrapping, as XLA sums them.
+trait Int: NativeType + Default + Send + Sync {
+    fn mul_add(self, a: Self, b: Self) -> Self;
+    /// The two's-complement truncation of `v` (XLA's integer conversion).
+    fn from_i128(v: i128) -> Self;
+}
+
+macro_rules! int {
+    ($($t:ty),*) => {$(
+        impl Int for $t {
+            #[inline(always)]
+            fn mul_add(self, a: $t, b: $t) -> $t {
+                self.wrapping_add(a.wrapping_mul(b))
+            }
+            #[inline(always)]
+            fn from_i128(v: i128) -> $t {
+                v as $t
+            }
+        }
+    )*};
+}
+
+int!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+/// An integer operand in type `T` (converted into an array from `pool`,
+/// which the caller gives back: fresh memory costs a page fault a page).
+fn ints_as<'a, T: Int>(data: &'a ArrayData, pool: &Pool) -> Option<Cow<'a, [T]>> {
+    if let Some(s) = T::slice(data) {
+        return Some(Cow::Borrowed(s));
+    }
+    let mut out = pool.take::<T>(data.len());
+    macro_rules! convert {
+        ($($v:ident),*) => {
+            match data {
+                $(ArrayData::$v(x) => {
+                    for (o, &e) in out.iter_mut().zip(x) {
+                        *o = T::from_i128(e as i128);
+                    }
+                })*
+                _ => return None,
+            }
+        };
+    }
+    convert!(S8, S16, S32, S64, U8, U16, U32, U64);
+    Some(Cow::Owned(out))
+}
+
+/// A real or half operand in f32 or f64, each element rounded once by
+/// `from` (converted into an array from `pool`, as in [`ints_as`]).
+fn reals_as<'a, T: NativeType + Copy>(
+    data: &'a ArrayData,
+    from: impl Fn(f64) -> T,
+    pool: &Pool,
+) -> Option<Cow<'a, [T]>> {
+    if let Some(s) = T::slice(data) {
+        return Some(Cow::Borrowed(s));
+    }
+    let mut out = pool.take::<T>(data.len());
+    macro_rules! fill {
+        ($x:expr, $wide:expr) => {
+            for (o, &e) in out.iter_mut().zip($x) {
+                *o = from($wide(e));
+            }
+        };
+    }
+    match data {
+        ArrayData::F16(x) => fill!(x, f16::to_f64),
+        // A bf16 is the high half of an f32 (NaN payloads included).
+        ArrayData::BF16(x) => fill!(x, |e: bf16| f32::from_bits((e.to_bits() as u32) << 16)
+            as f64),
+        ArrayData::F32(x) => fill!(x, f64::from),
+        ArrayData::F64(x) => fill!(x, std::convert::identity),
+        _ => return None,
+    }
+    Some(Cow::Owned(out))
+}
+
+/// `sums` rounded to a half type by `f`, into an array from `pool`.
+fn rounded<H: NativeType>(sums: &[f32], f: impl Fn(f32) -> H, pool: &Pool) -> Vec<H> {
+    let mut out = pool.take::<H>(sums.len());
+    for (o, &v) in out.iter_mut().zip(sums) {
+        *o = f(v);
+    }
+    out
+}
+
+/// Gives converted operands back to `pool`.
+fn give_back<T: NativeType>(pool: &Pool, operands: [Cow<'_, [T]>; 2]) {
+    for v in operands {
+        if let Cow::Owned(v) = v {
+            pool.give(v);
+        }
+    }
+}
+
+/// Columns of a packed panel of the right-hand side (four 512-bit
+/// registers of 32-bit sums a row), and rows of the left-hand side taken
+/// together: 4 x 64 sums stay in registers while the contraction runs.
+const PANEL: usize = 64;
+const ROWS: usize = 4;
+
+/// `R` rows of `a` from row `i` times one packed panel (`k` rows of
+/// `PANEL`), stored into the first `cols` columns of `out` (row stride `n`).
+#[inline(always)]
+fn int_tile<T: Int, const R: usize>(
+    a: &[T],
+    (a_row, a_col): (usize, usize),
+    i: usize,
+    panel: &[T],
+    out: &mut [T],
+    n: usize,
+    cols: usize,
+) {
+    let mut acc = [[T::default(); PANEL]; R];
+    for (p, b) in panel.chunks_exact(PANEL).enumerate() {
+        for (r, sums) in acc.iter_mut().enumerate() {
+            let x = a[(i + r) * a_row + p * a_col];
+            for (s, &y) in sums.iter_mut().zip(b) {
+                *s = s.mul_add(x, y);
+            }
+        }
+    }
+    for (r, sums) in acc.iter().enumerate() {
+        if let Some(row) = out.get_mut(r * n..r * n + cols) {
+            row.copy_from_slice(&sums[..cols]);
+        }
+    }
+}
+
+/// Rows `i0..` of `a` (as many as `out` holds, `n` a row) times `b`,
+/// packed in panels of `PANEL` columns (`k` rows each, zero past `n`).
+/// `V512`: AVX-512 is there (set only after detecting it), so 32-bit
+/// tiles take the register kernel.
+#[inline(always)]
+fn int_rows<T: Int, const V512: bool>(
+    a: &[T],
+    a_strides: (usize, usize),
+    i0: usize,
+    panels: &[T],
+    (k, n): (usize, usize),
+    out: &mut [T],
+) {
+    let rows = out.len() / n;
+    for (q, panel) in panels.chunks_exact(k * PANEL).enumerate() {
+        let (j0, cols) = (q * PANEL, (n - q * PANEL).min(PANEL));
+        let mut r = 0;
+        while r + ROWS <= rows {
+            let o = &mut out[r * n + j0..];
+            #[cfg(target_arch = "x86_64")]
+            if V512 && matches!(T::TYPE, PrimitiveType::S32 | PrimitiveType::U32) {
+                let i = i0 + r;
+                let (a_row, a_col) = a_strides;
+                // The tile's reads of `a` end at its last row's last column.
+                let last = (i + ROWS - 1) * a_row + k.saturating_sub(1) * a_col;
+                if k > 0 && last < a.len() {
+                    let mut sums = [[T::default(); PANEL]; ROWS];
+                    // SAFETY: T is a 32-bit integer (wrapping products and
+                    // sums are the same bits signed or not); the reads of `a`
+                    // are checked just above and the panel holds k rows of
+                    // PANEL; AVX-512F is there (`V512`).
+                    unsafe {
+                        avx512_int::tile(
+                            a.as_ptr().add(i * a_row).cast(),
+                            a_strides,
+                            panel.as_ptr().cast(),
+                            k,
+                            sums.as_mut_ptr().cast(),
+                        )
+                    };
+                    for (r, s) in sums.iter().enumerate() {
+                        if let Some(row) = o.get_mut(r * n..r * n + cols) {
+                            row.copy_from_slice(&s[..cols]);
+                        }
+                    }
+                    r += ROWS;
+                    continue;
+                }
+            }
+            int_tile::<T, ROWS>(a, a_strides, i0 + r, panel, o, n, cols);
+            r += ROWS;
+        }
+        for r in r..rows {
+            let o = &mut out[r * n + j0..];
+            int_tile::<T, 1>(a, a_strides, i0 + r, panel, o, n, cols);
+        }
+    }
+}
+
+/// A 4 x 64 tile of 32-bit sums in sixteen registers. (The portable tile
+/// keeps its sums in memory: LLVM spills the array each step.)
+#[cfg(target_arch = "x86_64")]
+mod avx512_int {
+    use std::arch::x86_64::*;
+
+    use super::{PANEL, ROWS};
+
+    /// The products of rows `a`, `a + a_row`, ... (column stride `a_col`)
+    /// with a panel of `k` rows of `PANEL`, into `out` (ROWS x PANEL).
+    ///
+    /// # Safety
+    /// AVX-512F; every `a + r * a_row + p * a_col` for r < ROWS, p < k is
+    /// readable, as are `k * PANEL` words from `panel` and `ROWS * PANEL`
+    /// writable words from `out`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn tile(
+        a: *const i32,
+        (a_row, a_col): (usize, usize),
+        panel: *const i32,
+        k: usize,
+        out: *mut i32,
+    ) {
+        let mut c = [[_mm512_setzero_si512(); PANEL / 16]; ROWS];
+        for p in 0..k {
+            // SAFETY: the caller's contract covers every read and write.
+            unsafe {
+                let b: [__m512i; PANEL / 16] = std::array::from_fn(|q| {
+                    _mm512_loadu_si512(panel.add(p * PANEL + 16 * q).cast())
+                });
+                for (r, sums) in c.iter_mut().enumerate() {
+                    let x = _mm512_set1_epi32(*a.add(r * a_row + p * a_col));
+                    for (s, &y) in sums.iter_mut().zip(&b) {
+                        *s = _mm512_add_epi32(*s, _mm512_mullo_epi32(x, y));
+                    }
+                }
+            }
+        }
+        for (r, sums) in c.iter().enumerate() {
+            for (q, &s) in sums.iter().enumerate() {
+                // SAFETY: as above.
+                unsafe { _mm512_storeu_si512(out.add(r * PANEL + 16 * q).cast(), s) };
+            }
+        }
+    }
+}
+
+/// [`int_rows`] compiled for the widest vectors the CPU has.
+fn int_rows_dispatch<T: Int>(
+    a: &[T],
+    a_strides: (usize, usize),
+    i0: usize,
+    b: &[T],
+    kn: (usize, usize),
+    out: &mut [T],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        /// # Safety
+        /// The CPU must have AVX-512 F, BW, DQ and VL.
+        #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2")]
+        unsafe fn avx512<T: Int>(
+            a: &[T],
+            s: (usize, usize),
+            i0: usize,
+            b: &[T],
+            kn: (usize, usize),
+            out: &mut [T],
+        ) {
+            int_rows::<T, true>(a, s, i0, b, kn, out)
+        }
+        /// # Safety
+        /// The CPU must have AVX2.
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2<T: Int>(
+            a: &[T],
+            s: (usize, usize),
+            i0: usize,
+            b: &[T],
+            kn: (usize, usize),
+            out: &mut [T],
+        ) {
+            int_rows::<T, false>(a, s, i0, b, kn, out)
+        }
+        if std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512dq")
+            && std::is_x86_feature_detected!("avx512vl")
+        {
+            // SAFETY: the features were just detected.
+            return unsafe { avx512(a, a_strides, i0, b, kn, out) };
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the feature was just detected.
+            return unsafe { avx2(a, a_strides, i0, b, kn, out) };
+        }
+    }
+    int_rows::<T, false>(a, a_strides, i0, b, kn, out)
+}
+
+impl DotKernel {
+    /// The integer product, batch by batch; rows of each batch are split
+    /// across the pool when the product is large.
+    fn execute_int<T: Int>(&self, lhs: &[T], rhs: &[T], pool: &Pool) -> Vec<T> {
+        let a = matrices(&self.lhs, lhs, false);
+        let b = matrices(&self.rhs, rhs, true);
+        let (m, k, n) = (a.rows.0, a.cols.0, b.cols.0);
+        let batches: usize = a.batch_dims.iter().product();
+        let mut out = pool.filled(batches * m * n, T::default());
+        if m * n * k == 0 {
+            return out;
+        }
+        let rows_per_task = if m * n * k >= PARALLEL_MIN_FLOPS {
+            (m.div_ceil(4 * rayon::current_num_threads()).div_ceil(ROWS) * ROWS).max(ROWS)
+        } else {
+            m
+        };
+        let width = n.div_ceil(PANEL) * PANEL;
+        let mut packed = pool.take::<T>(k * width);
+        let mut index = vec![0usize; a.batch_dims.len()];
+        for dst in out.chunks_mut(m * n) {
+            let a_off: usize = index.iter().zip(&a.batch_strides).map(|(i, s)| i * s).sum();
+            let b_off: usize = index.iter().zip(&b.batch_strides).map(|(i, s)| i * s).sum();
+            // Panel q holds columns q * PANEL.., row p after row p - 1.
+            for (q, panel) in packed.chunks_mut(k * PANEL).enumerate() {
+                for (p, row) in panel.chunks_mut(PANEL).enumerate() {
+                    for (w, o) in row.iter_mut().enumerate() {
+                        let j = q * PANEL + w;
+                        *o = match j < n {
+                            true => b.data[b_off + p * b.rows.1 + j * b.cols.1],
+                            false => T::default(),
+                        };
+                    }
+                }
+            }
+            let a_data = &a.data[a_off..];
+            let strides = (a.rows.1, a.cols.1);
+            let task = |(t, rows): (usize, &mut [T])| {
+                int_rows_dispatch(a_data, strides, t * rows_per_task, &packed, (k, n), rows)
+            };
+            if rows_per_task < m {
+                dst.par_chunks_mut(rows_per_task * n)
+                    .enumerate()
+                    .for_each(task);
+            } else {
+                task((0, dst));
+            }
+            for kdim in (0..index.len()).rev() {
+                index[kdim] += 1;
+                if index[kdim] < a.batch_dims[kdim] {
+                    break;
+                }
+                index[kdim] = 0;
+            }
+        }
+        pool.give(packed);
+        out
+    }
+
+    fn run_int<T: Int>(&self, l: &ArrayData, r: &ArrayData, pool: &Pool) -> Option<ArrayData> {
+        let (a, b) = (ints_as::<T>(l, pool)?, ints_as::<T>(r, pool)?);
+        let out = T::wrap(self.execute_int(&a, &b, pool));
+        give_back(pool, [a, b]);
+        Some(out)
+    }
+}
+
 impl Kernel for DotKernel {
     fn name(&self) -> &'static str {
-        "dot (gemm)"
+        if self.acc.is_integral() {
+            "dot (integer)"
+        } else {
+            "dot (gemm)"
+        }
     }
 
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
@@ -277,40 +654,70 @@ impl Kernel for DotKernel {
         ) else {
             return Err("a dot reads two arrays".into());
         };
-        let data = match (l.data(), r.data()) {
-            (ArrayData::F32(a), ArrayData::F32(b)) => {
-                ArrayData::F32(self.execute(a, b, 1.0f32, 0.0, pool))
+        use PrimitiveType::*;
+        let (ld, rd) = (l.data(), r.data());
+        let data = match (self.acc, ld, rd) {
+            (F32, ..) => {
+                let a = reals_as::<f32>(ld, |v| v as f32, pool);
+                let b = reals_as::<f32>(rd, |v| v as f32, pool);
+                a.zip(b).map(|(a, b)| {
+                    let sums = self.execute(&a, &b, 1.0f32, 0.0, pool);
+                    give_back(pool, [a, b]);
+                    let out = match self.ty {
+                        F16 => ArrayData::F16(rounded(&sums, f16::from_f32, pool)),
+                        BF16 => ArrayData::BF16(rounded(&sums, bf16::from_f32, pool)),
+                        _ => return ArrayData::F32(sums),
+                    };
+                    pool.give(sums);
+                    out
+                })
             }
-            (ArrayData::F64(a), ArrayData::F64(b)) => {
-                ArrayData::F64(self.execute(a, b, 1.0f64, 0.0, pool))
+            (F64, ..) => {
+                let a = reals_as::<f64>(ld, |v| v, pool);
+                let b = reals_as::<f64>(rd, |v| v, pool);
+                a.zip(b).map(|(a, b)| {
+                    let sums = self.execute(&a, &b, 1.0f64, 0.0, pool);
+                    give_back(pool, [a, b]);
+                    ArrayData::F64(sums)
+                })
             }
-            (ArrayData::C64(a), ArrayData::C64(b)) => {
+            (C64, ArrayData::C64(a), ArrayData::C64(b)) => {
                 use oxla_hlo::num_complex::Complex32;
-                ArrayData::C64(self.execute(
+                Some(ArrayData::C64(self.execute(
                     a,
                     b,
                     Complex32::new(1.0, 0.0),
                     Complex32::new(0.0, 0.0),
                     pool,
-                ))
+                )))
             }
-            (ArrayData::C128(a), ArrayData::C128(b)) => {
+            (C128, ArrayData::C128(a), ArrayData::C128(b)) => {
                 use oxla_hlo::num_complex::Complex64;
-                ArrayData::C128(self.execute(
+                Some(ArrayData::C128(self.execute(
                     a,
                     b,
                     Complex64::new(1.0, 0.0),
                     Complex64::new(0.0, 0.0),
                     pool,
-                ))
+                )))
             }
-            _ => {
-                return Err(format!(
-                    "dot of {} and {} is not handled natively",
-                    l.shape(),
-                    r.shape()
-                ));
-            }
+            (S8, ..) => self.run_int::<i8>(ld, rd, pool),
+            (S16, ..) => self.run_int::<i16>(ld, rd, pool),
+            (S32, ..) => self.run_int::<i32>(ld, rd, pool),
+            (S64, ..) => self.run_int::<i64>(ld, rd, pool),
+            (U8, ..) => self.run_int::<u8>(ld, rd, pool),
+            (U16, ..) => self.run_int::<u16>(ld, rd, pool),
+            (U32, ..) => self.run_int::<u32>(ld, rd, pool),
+            (U64, ..) => self.run_int::<u64>(ld, rd, pool),
+            _ => None,
+        };
+        let Some(data) = data else {
+            return Err(format!(
+                "dot of {} and {} into {} is not handled natively",
+                l.shape(),
+                r.shape(),
+                self.ty
+            ));
         };
         let shape = ArrayShape::new(self.ty, self.out_dims.clone()).map_err(|e| e.to_string())?;
         Ok(Value::owned(
