@@ -175,6 +175,14 @@ impl<'a> Exec<'a> {
                 Kind::Conditional { branches } => {
                     self.run_conditional(program, s, branches, &mut inputs)?
                 }
+                // A result with no elements is known without running the
+                // kernel, whose sizes (a product of dimensions, one of them
+                // zero, the others huge) could overflow on the way.
+                Kind::Kernel(_) if step.largest == 0 => {
+                    let comp = self.module.computation(program.computation);
+                    empty_value(&comp.instruction(step.instr).shape)
+                        .map_err(|m| self.locate(program, s, m))?
+                }
                 Kind::Kernel(k) => k
                     .run(&mut inputs, self.pool)
                     .map_err(|m| self.locate(program, s, m))?,
@@ -354,4 +362,22 @@ fn predicate(v: &Value<'_>) -> Result<bool, String> {
         Some(oxla_hlo::Scalar::Pred(p)) => Ok(p),
         _ => Err("the loop condition must be a pred scalar".into()),
     }
+}
+
+/// The value of `shape` when none of its arrays has an element.
+fn empty_value<'a>(shape: &oxla_hlo::Shape) -> Result<Value<'a>, String> {
+    Ok(match shape {
+        oxla_hlo::Shape::Array(a) => Value::owned(
+            oxla_hlo::ArrayLiteral::new(a.clone(), oxla_hlo::ArrayData::zeros(a.element_type(), 0))
+                .map_err(|e| e.to_string())?,
+        ),
+        oxla_hlo::Shape::Tuple(parts) => Value::Tuple(
+            parts
+                .iter()
+                .map(empty_value)
+                .collect::<Result<Vec<_>, _>>()?
+                .into(),
+        ),
+        _ => Value::Token,
+    })
 }

@@ -1504,3 +1504,30 @@ fn exclusive_ors_of_rotations_run_in_one_pass_with_the_same_bits() {
         .collect();
     assert_eq!(got.to_vec::<u32>().unwrap(), expected);
 }
+
+/// Empty arrays whose other dimensions multiply past `usize` (found by
+/// fuzzing: a fused loop's element count overflowed before reaching the
+/// zero). Both backends give the empty results and the interpreter's
+/// state; nothing overflows.
+#[test]
+fn empty_arrays_with_huge_dimensions() {
+    let huge = "10,800000000000,1,2000000001";
+    for text in [
+        format!(
+            "HloModule h\nENTRY e {{\n  x = f32[{huge},0,4] parameter(0)\n  ROOT r = f32[{huge},0,4] round-nearest-even(x)\n}}\n"
+        ),
+        format!(
+            "HloModule h\nENTRY e {{\n  s = u64[2] parameter(0)\n  ROOT r = (u64[2], u32[{huge},0]) rng-bit-generator(s), algorithm=rng_three_fry\n}}\n"
+        ),
+        format!(
+            "HloModule h\nENTRY e {{\n  s = u64[3] parameter(0)\n  ROOT r = (u64[3], f32[0,{huge}]) rng-bit-generator(s), algorithm=rng_philox\n}}\n"
+        ),
+        "HloModule h\nENTRY e {\n  a = s32[3,0,800000000000,2000000001] parameter(0)\n  b = s32[800000000000,2000000001,0,5] parameter(1)\n  ROOT d = s32[3,5] dot(a, b), lhs_contracting_dims={2,3,1}, rhs_contracting_dims={0,1,2}\n}\n".to_string(),
+        "HloModule h\nENTRY e {\n  a = f32[3,800000000000,2000000001,0] parameter(0)\n  b = f32[0,800000000000,2000000001,5] parameter(1)\n  ROOT d = f32[3,5] dot(a, b), lhs_contracting_dims={3,1,2}, rhs_contracting_dims={0,1,2}\n}\n".to_string(),
+    ] {
+        let module = oxla_text::parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let args = arguments(&module, 5);
+        let (got, want) = run_both(&text, &args);
+        assert!(got.first_mismatch(&want, 0.0, 0.0).is_none(), "{text}");
+    }
+}

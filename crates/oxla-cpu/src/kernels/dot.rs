@@ -102,22 +102,31 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<DotK
 fn row_major(dims: &[i64]) -> Vec<usize> {
     let mut s = vec![1usize; dims.len()];
     for i in (0..dims.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * dims[i + 1] as usize;
+        s[i] = s[i + 1].saturating_mul(dims[i + 1] as usize);
     }
     s
+}
+
+/// The number of elements of dimensions `sizes`: zero if one is zero (the
+/// others may then multiply past `usize`: an empty operand can have any).
+fn count(sizes: impl Iterator<Item = usize> + Clone) -> usize {
+    match sizes.clone().any(|d| d == 0) {
+        true => 0,
+        false => sizes.fold(1, usize::saturating_mul),
+    }
 }
 
 /// The size and single stride of dimensions `group` taken in order, if
 /// they are laid out so that one stride walks them all.
 fn merged(dims: &[i64], strides: &[usize], group: &[usize]) -> Option<(usize, usize)> {
-    let size: usize = group.iter().map(|&d| dims[d] as usize).product();
+    let size = count(group.iter().map(|&d| dims[d] as usize));
     let live: Vec<usize> = group.iter().copied().filter(|&d| dims[d] != 1).collect();
     match live.as_slice() {
         [] => Some((size, 1)),
         [first, rest @ ..] => {
             let mut prev = *first;
             for &d in rest {
-                if strides[prev] != strides[d] * dims[d] as usize {
+                if strides[prev] != strides[d].saturating_mul(dims[d] as usize) {
                     return None;
                 }
                 prev = d;
@@ -164,7 +173,7 @@ fn matrices<'a, T: Copy>(side: &Side, data: &'a [T], contracting_first: bool) ->
         .copied()
         .collect();
     let new_dims: Vec<i64> = order.iter().map(|&d| side.dims[d]).collect();
-    let n: usize = new_dims.iter().map(|&d| d as usize).product();
+    let n = count(new_dims.iter().map(|&d| d as usize));
     let mut out = Vec::with_capacity(n);
     let mut index = vec![0usize; order.len()];
     for _ in 0..n {
@@ -185,8 +194,8 @@ fn matrices<'a, T: Copy>(side: &Side, data: &'a [T], contracting_first: bool) ->
     let new_strides = row_major(&new_dims);
     let nb = side.batch.len();
     let nf = first.len();
-    let rows_size: usize = new_dims[nb..nb + nf].iter().map(|&d| d as usize).product();
-    let cols_size: usize = new_dims[nb + nf..].iter().map(|&d| d as usize).product();
+    let rows_size = count(new_dims[nb..nb + nf].iter().map(|&d| d as usize));
+    let cols_size = count(new_dims[nb + nf..].iter().map(|&d| d as usize));
     Matrices {
         data: std::borrow::Cow::Owned(out),
         batch_strides: new_strides[..nb].to_vec(),

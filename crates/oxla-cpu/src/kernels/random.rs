@@ -559,6 +559,11 @@ impl RngBitsKernel {
     /// The bits of this kernel's shape and the state after them.
     fn generate<T: Word>(&self, state: &mut [u64], pool: &Pool) -> Vec<T> {
         let dims: Vec<usize> = self.bits.dims().iter().map(|&d| d as usize).collect();
+        // No bits, no counter moved. (Checked first: with a zero among
+        // them, the other dimensions may multiply past `usize`.)
+        if dims.contains(&0) {
+            return Vec::new();
+        }
         let n: usize = dims.iter().product();
         let mut out = pool.take::<T>(n);
         let key = state[0];
