@@ -387,37 +387,52 @@ fn map2a<T: Copy>(out: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>, f: impl Fn(T, T) 
     }
 }
 
-/// Whether `f` holds at no position of the two operands.
+/// [`map2a`] of the first of `f`'s results; whether the second held at
+/// any position. (One pass: the flag is folded without branches, so the
+/// loop vectorises.)
 #[inline(always)]
-fn none2a<T: Copy>(a: Arg<'_, T>, b: Arg<'_, T>, f: impl Fn(T, T) -> bool) -> bool {
-    // A flag folded without branches, so the check vectorises.
+fn map2a_any<T: Copy>(
+    out: &mut [T],
+    a: Arg<'_, T>,
+    b: Arg<'_, T>,
+    f: impl Fn(T, T) -> (T, bool),
+) -> bool {
     let mut hits = 0u32;
+    let mut put = |o: &mut T, (v, hit): (T, bool)| {
+        *o = v;
+        hits |= u32::from(hit);
+    };
     match (a, b) {
         (Arg::Slice(a), Arg::Slice(b)) => {
-            for (&x, &y) in a.iter().zip(b) {
-                hits |= u32::from(f(x, y));
+            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                put(o, f(x, y));
             }
         }
         (Arg::Slice(a), Arg::Splat(y)) => {
-            for &x in a {
-                hits |= u32::from(f(x, y));
+            for (o, &x) in out.iter_mut().zip(a) {
+                put(o, f(x, y));
             }
         }
         (Arg::Splat(x), Arg::Slice(b)) => {
-            for &y in b {
-                hits |= u32::from(f(x, y));
+            for (o, &y) in out.iter_mut().zip(b) {
+                put(o, f(x, y));
             }
         }
-        (Arg::Splat(x), Arg::Splat(y)) => hits = u32::from(f(x, y)),
+        (Arg::Splat(x), Arg::Splat(y)) => {
+            let (v, hit) = f(x, y);
+            out.fill(v);
+            hits = u32::from(hit);
+        }
     }
-    hits == 0
+    hits != 0
 }
 
 /// `out = u(x b y)` in one pass: a costly function closing a loop, of the
 /// addition, subtraction or product before it (softmax's `exp(x - max)`).
 /// The same values as the two operations one after the other; the exp
-/// checks its arguments' range first (without storing them), as
-/// [`Float::exp_tile`] does.
+/// takes its fast form and notes any argument outside its range in the
+/// same pass, then redoes the tile in the general form if there was one,
+/// as [`Float::exp_tile`] does.
 #[inline(always)]
 fn costly_after<T: Float, const FMA: bool>(
     u: Costly,
@@ -436,10 +451,16 @@ fn costly_after<T: Float, const FMA: bool>(
     ) {
         match u {
             Costly::Exp => match T::EXP_NORMAL {
-                Some((lo, hi)) if none2a(x, y, |p, q| !(lo..=hi).contains(&g(p, q))) => {
-                    map2a(out, x, y, |p, q| g(p, q).exp_normal::<FMA>())
+                Some((lo, hi)) => {
+                    let outside = map2a_any(out, x, y, |p, q| {
+                        let v = g(p, q);
+                        (v.exp_normal::<FMA>(), !(lo..=hi).contains(&v))
+                    });
+                    if outside {
+                        map2a(out, x, y, |p, q| g(p, q).exp::<FMA>());
+                    }
                 }
-                _ => map2a(out, x, y, |p, q| g(p, q).exp::<FMA>()),
+                None => map2a(out, x, y, |p, q| g(p, q).exp::<FMA>()),
             },
             Costly::Log => map2a(out, x, y, |p, q| g(p, q).log::<FMA>()),
             Costly::Tanh => map2a(out, x, y, |p, q| g(p, q).tanh::<FMA>()),

@@ -71,20 +71,18 @@ pub(crate) fn exp_normal<const FMA: bool>(x: f32) -> f32 {
 pub(crate) const EXP_NORMAL: (f32, f32) = (-86.0, 88.0);
 
 /// `exp` over a tile: [`exp_normal`] when every element is in its range,
-/// else [`exp`].
+/// else [`exp`]. The fast form is computed while the range is checked, in
+/// one pass; a tile with an element outside is redone in the general form.
 #[inline(always)]
 pub(crate) fn exp_tile<const FMA: bool>(out: &mut [f32], a: &[f32]) {
-    // A flag folded without branches, so the check vectorises (a NaN
-    // counts as outside: such tiles take the general path).
-    let outside = a.iter().fold(0u32, |bad, &x| {
-        bad | u32::from(!(EXP_NORMAL.0..=EXP_NORMAL.1).contains(&x))
-    });
-    let fast = outside == 0;
-    if fast {
-        for (o, &x) in out.iter_mut().zip(a) {
-            *o = exp_normal::<FMA>(x);
-        }
-    } else {
+    // A flag folded without branches, so the loop vectorises (a NaN counts
+    // as outside: such tiles take the general path).
+    let mut outside = 0u32;
+    for (o, &x) in out.iter_mut().zip(a) {
+        *o = exp_normal::<FMA>(x);
+        outside |= u32::from(!(EXP_NORMAL.0..=EXP_NORMAL.1).contains(&x));
+    }
+    if outside != 0 {
         for (o, &x) in out.iter_mut().zip(a) {
             *o = exp::<FMA>(x);
         }
