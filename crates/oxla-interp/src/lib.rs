@@ -55,6 +55,9 @@ mod value;
 
 pub use elementwise::{ElementwiseFunction, Scratch as ElementwiseScratch};
 pub use error::{EvalError, ServiceError, ServiceKind};
+/// How ThreeFry lays out 32-bit outputs, for backends that must agree with
+/// the interpreter bit for bit.
+pub use eval::rng::threefry_split_dimension;
 /// The interpreter's error function in f64, for backends that must agree
 /// with it bit for bit.
 pub use math::erf;

@@ -527,58 +527,8 @@ mod avx512_int {
     }
 }
 
-/// [`int_rows`] compiled for the widest vectors the CPU has.
-fn int_rows_dispatch<T: Int>(
-    a: &[T],
-    a_strides: (usize, usize),
-    i0: usize,
-    b: &[T],
-    kn: (usize, usize),
-    out: &mut [T],
-) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        /// # Safety
-        /// The CPU must have AVX-512 F, BW, DQ and VL.
-        #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2")]
-        unsafe fn avx512<T: Int>(
-            a: &[T],
-            s: (usize, usize),
-            i0: usize,
-            b: &[T],
-            kn: (usize, usize),
-            out: &mut [T],
-        ) {
-            int_rows::<T, true>(a, s, i0, b, kn, out)
-        }
-        /// # Safety
-        /// The CPU must have AVX2.
-        #[target_feature(enable = "avx2")]
-        unsafe fn avx2<T: Int>(
-            a: &[T],
-            s: (usize, usize),
-            i0: usize,
-            b: &[T],
-            kn: (usize, usize),
-            out: &mut [T],
-        ) {
-            int_rows::<T, false>(a, s, i0, b, kn, out)
-        }
-        if std::is_x86_feature_detected!("avx512f")
-            && std::is_x86_feature_detected!("avx512bw")
-            && std::is_x86_feature_detected!("avx512dq")
-            && std::is_x86_feature_detected!("avx512vl")
-        {
-            // SAFETY: the features were just detected.
-            return unsafe { avx512(a, a_strides, i0, b, kn, out) };
-        }
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the feature was just detected.
-            return unsafe { avx2(a, a_strides, i0, b, kn, out) };
-        }
-    }
-    int_rows::<T, false>(a, a_strides, i0, b, kn, out)
-}
+// [`int_rows`] compiled for the widest vectors the CPU has.
+dispatched!(int_rows_dispatch<T: Int> => int_rows(a: &[T], a_strides: (usize, usize), i0: usize, b: &[T], kn: (usize, usize), out: &mut [T]));
 
 impl DotKernel {
     /// The integer product, batch by batch; rows of each batch are split

@@ -1,6 +1,45 @@
 //! Native kernels. `select` picks one for an instruction, or `None` to leave
 //! it to the interpreter.
 
+/// `fn $name<T: $bound>(args)`: `$body::<T, WIDE>(args)` compiled for
+/// AVX-512 (`WIDE` true), AVX2 or the baseline, whichever the CPU has. (A
+/// closure handed to a dispatching function is not inlined into it when
+/// its body is large, so each loop gets its own wrappers.)
+macro_rules! dispatched {
+    ($name:ident<T: $bound:path> => $body:ident($($arg:ident: $ty:ty),*)) => {
+        fn $name<T: $bound>($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                /// # Safety
+                /// The CPU must have AVX-512 F, BW, DQ and VL.
+                #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2")]
+                unsafe fn avx512<T: $bound>($($arg: $ty),*) {
+                    $body::<T, true>($($arg),*)
+                }
+                /// # Safety
+                /// The CPU must have AVX2.
+                #[target_feature(enable = "avx2")]
+                unsafe fn avx2<T: $bound>($($arg: $ty),*) {
+                    $body::<T, false>($($arg),*)
+                }
+                if std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512dq")
+                    && std::is_x86_feature_detected!("avx512vl")
+                {
+                    // SAFETY: the features were just detected.
+                    return unsafe { avx512::<T>($($arg),*) };
+                }
+                if std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the feature was just detected.
+                    return unsafe { avx2::<T>($($arg),*) };
+                }
+            }
+            $body::<T, false>($($arg),*)
+        }
+    };
+}
+
 pub(crate) mod conv;
 pub(crate) mod copy;
 pub(crate) mod dot;

@@ -369,18 +369,9 @@ struct Halves {
 }
 
 impl Halves {
-    /// The first even dimension is split, else the largest (the first of
-    /// equals); a scalar is one block.
+    /// The interpreter's (XLA's) split dimension; a scalar is one block.
     fn of(dims: &[usize]) -> (usize, Halves) {
-        let d = dims.iter().position(|&s| s % 2 == 0).unwrap_or_else(|| {
-            let mut best = 0;
-            for (i, &s) in dims.iter().enumerate() {
-                if s > dims[best] {
-                    best = i;
-                }
-            }
-            best
-        });
+        let d = oxla_interp::threefry_split_dimension(dims);
         let mid = dims.get(d).copied().unwrap_or(1);
         let outer = dims.iter().take(d).product();
         let inner = dims.iter().skip(d + 1).product();
@@ -487,47 +478,9 @@ fn threefry_halves_fill<T: Word, const V512: bool>(
     }
 }
 
-/// `$name`: `$body` compiled for AVX-512, AVX2 or the baseline, whichever
-/// the CPU has. (A closure handed to a dispatching function is not inlined
-/// into it when its body is this large, so each loop gets its own.)
-macro_rules! dispatched {
-    ($name:ident => $body:ident($($arg:ident: $ty:ty),*)) => {
-        fn $name<T: Word>($($arg: $ty),*) {
-            #[cfg(target_arch = "x86_64")]
-            {
-                /// # Safety
-                /// The CPU must have AVX-512 F, BW, DQ and VL.
-                #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2")]
-                unsafe fn avx512<T: Word>($($arg: $ty),*) {
-                    $body::<T, true>($($arg),*)
-                }
-                /// # Safety
-                /// The CPU must have AVX2.
-                #[target_feature(enable = "avx2")]
-                unsafe fn avx2<T: Word>($($arg: $ty),*) {
-                    $body::<T, false>($($arg),*)
-                }
-                if std::is_x86_feature_detected!("avx512f")
-                    && std::is_x86_feature_detected!("avx512bw")
-                    && std::is_x86_feature_detected!("avx512dq")
-                    && std::is_x86_feature_detected!("avx512vl")
-                {
-                    // SAFETY: the features were just detected.
-                    return unsafe { avx512::<T>($($arg),*) };
-                }
-                if std::is_x86_feature_detected!("avx2") {
-                    // SAFETY: the feature was just detected.
-                    return unsafe { avx2::<T>($($arg),*) };
-                }
-            }
-            $body::<T, false>($($arg),*)
-        }
-    };
-}
-
-dispatched!(philox => philox_fill(out: &mut [T], key: u64, start: u128, first: u64));
-dispatched!(threefry_wide => threefry_wide_fill(out: &mut [T], key: u64, counter: u64, first: u64));
-dispatched!(threefry_halves => threefry_halves_fill(out: &mut [T], key: u64, counter: u64, first: usize, h: Halves));
+dispatched!(philox<T: Word> => philox_fill(out: &mut [T], key: u64, start: u128, first: u64));
+dispatched!(threefry_wide<T: Word> => threefry_wide_fill(out: &mut [T], key: u64, counter: u64, first: u64));
+dispatched!(threefry_halves<T: Word> => threefry_halves_fill(out: &mut [T], key: u64, counter: u64, first: usize, h: Halves));
 
 /// Runs `fill(piece, first)` over `out` cut into pieces of whole units,
 /// in parallel when it is large; `first` is the piece's first unit, and

@@ -68,6 +68,21 @@ fn hi32(v: u64) -> u32 {
     (v >> 32) as u32
 }
 
+/// The dimension ThreeFry's 32-bit output splits in two halves, whose
+/// elements come from the two words of one block: the first even-sized
+/// dimension, else the largest (the first of equals); 0 for a scalar.
+pub fn threefry_split_dimension(dims: &[usize]) -> usize {
+    dims.iter().position(|&s| s % 2 == 0).unwrap_or_else(|| {
+        let mut best = 0;
+        for (i, &s) in dims.iter().enumerate() {
+            if s > dims[best] {
+                best = i;
+            }
+        }
+        best
+    })
+}
+
 /// ThreeFry output words (64-bit values, or 32-bit words in the low half)
 /// for `dims`, and the new counter.
 fn threefry_words(key: u64, counter: u64, dims: &[usize], wide: bool) -> (Vec<u64>, u64) {
@@ -89,18 +104,9 @@ fn threefry_words(key: u64, counter: u64, dims: &[usize], wide: bool) -> (Vec<u6
     if dims.is_empty() {
         return (vec![block(0).0 as u64], counter.wrapping_add(1));
     }
-    // Split one dimension in two halves: the first even-sized dimension, else
-    // the largest (the first of equals). Half-index h yields the elements at
-    // 2*h and 2*h + 1 along that dimension.
-    let d = dims.iter().position(|&s| s % 2 == 0).unwrap_or_else(|| {
-        let mut best = 0;
-        for (i, &s) in dims.iter().enumerate() {
-            if s > dims[best] {
-                best = i;
-            }
-        }
-        best
-    });
+    // Half-index h along the split dimension yields the elements at 2*h and
+    // 2*h + 1 along it.
+    let d = threefry_split_dimension(dims);
     let mut half = dims.to_vec();
     half[d] = dims[d].div_ceil(2);
     let half_count = element_count(&half);
