@@ -890,7 +890,7 @@ ENTRY e {
 #[test]
 fn row_maxima_and_minima_keep_xlas_zeros_and_nans() {
     // Rows of 3000: all -0 but one +0 somewhere; negatives and a zero;
-    // a NaN among numbers; plain values. Max and min must match the
+    // NaNs among numbers at several positions; plain values. Max and min must match the
     // interpreter bit for bit (the fast fold defers to the full rule).
     let (rows, cols) = (8usize, 3000usize);
     let mut x = vec![0f32; rows * cols];
@@ -908,6 +908,10 @@ fn row_maxima_and_minima_keep_xlas_zeros_and_nans() {
             2 => row[2999] = -0.0,
             3 => row[17] = f32::NAN,
             5 => row[0] = f32::from_bits(0x7fc0_1234),
+            // A NaN in each quarter of a fold's 64-element step, and one
+            // past the last whole step of the last tile.
+            6 => row[2990] = f32::NAN,
+            7 => row[40] = f32::from_bits(0xffc0_0007),
             _ => {}
         }
     }
@@ -929,7 +933,7 @@ fn row_maxima_and_minima_keep_xlas_zeros_and_nans() {
                 "{name} of row {k}: got {b:?}, want {a:?}"
             );
         }
-        assert!(g[3].is_nan() && g[5].is_nan());
+        assert!(g[3].is_nan() && g[5].is_nan() && g[6].is_nan() && g[7].is_nan());
         if name == "max" {
             assert!(g[0] == 0.0 && g[0].is_sign_positive());
             assert!(g[1] == 0.0 && g[1].is_sign_negative());

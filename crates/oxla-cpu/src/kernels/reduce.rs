@@ -63,10 +63,15 @@ fn fold<T: Float>(op: Binary, t: &[T]) -> T {
             acc[i] = f(acc[i], c[i]);
         }
     }
+    /// The fold, and with `NAN` whether any element is a NaN (noted in the
+    /// same pass: a lane keeps the last NaN it saw).
     #[inline(always)]
-    fn go<T: Float>(op: Binary, t: &[T], f: impl Fn(T, T) -> T) -> T {
+    fn go<T: Float, const NAN: bool>(op: Binary, t: &[T], f: impl Fn(T, T) -> T) -> (T, bool) {
         let id = identity::<T>(op);
         let (mut a0, mut a1, mut a2, mut a3) = ([id; 16], [id; 16], [id; 16], [id; 16]);
+        let (mut n0, mut n1) = ([T::ZERO; 16], [T::ZERO; 16]);
+        #[allow(clippy::eq_op)]
+        let note = |n: T, x: T| if x != x { x } else { n };
         let chunks = t.chunks_exact(64);
         let rest = chunks.remainder();
         for c in chunks {
@@ -74,6 +79,12 @@ fn fold<T: Float>(op: Binary, t: &[T]) -> T {
             step(&mut a1, &c[16..32], &f);
             step(&mut a2, &c[32..48], &f);
             step(&mut a3, &c[48..64], &f);
+            if NAN {
+                step(&mut n0, &c[..16], &note);
+                step(&mut n1, &c[16..32], &note);
+                step(&mut n0, &c[32..48], &note);
+                step(&mut n1, &c[48..64], &note);
+            }
         }
         step(&mut a0, &a1, &f);
         step(&mut a2, &a3, &f);
@@ -82,32 +93,35 @@ fn fold<T: Float>(op: Binary, t: &[T]) -> T {
         for &l in a0.iter() {
             acc = f(acc, l);
         }
+        #[allow(clippy::eq_op)]
+        let mut nan = NAN && n0.iter().chain(&n1).any(|&x| x != x);
         for &v in rest {
             acc = f(acc, v);
+            #[allow(clippy::eq_op)]
+            let here = v != v;
+            nan |= NAN && here;
         }
-        acc
+        (acc, nan)
     }
     // Maximum and minimum first fold with a plain comparison (one vector
     // instruction), which agrees with XLA's rule unless a NaN is present
     // or the result is a zero (whose sign the rule decides); those tiles
     // fold again with the full rule.
-    #[allow(clippy::eq_op)]
-    let has_nan = |t: &[T]| t.iter().fold(false, |n, &x| n | (x != x));
     match op {
-        Binary::Add => go(op, t, |a, b| a + b),
-        Binary::Mul => go(op, t, |a, b| a * b),
+        Binary::Add => go::<T, false>(op, t, |a, b| a + b).0,
+        Binary::Mul => go::<T, false>(op, t, |a, b| a * b).0,
         Binary::Max => {
-            let fast = go(op, t, |a, b| if b > a { b } else { a });
-            if fast == T::ZERO || has_nan(t) {
-                go(op, t, |a, b| combine(Binary::Max, a, b))
+            let (fast, nan) = go::<T, true>(op, t, |a, b| if b > a { b } else { a });
+            if fast == T::ZERO || nan {
+                go::<T, false>(op, t, |a, b| combine(Binary::Max, a, b)).0
             } else {
                 fast
             }
         }
         _ => {
-            let fast = go(op, t, |a, b| if b < a { b } else { a });
-            if fast == T::ZERO || has_nan(t) {
-                go(op, t, |a, b| combine(Binary::Min, a, b))
+            let (fast, nan) = go::<T, true>(op, t, |a, b| if b < a { b } else { a });
+            if fast == T::ZERO || nan {
+                go::<T, false>(op, t, |a, b| combine(Binary::Min, a, b)).0
             } else {
                 fast
             }
