@@ -361,7 +361,7 @@ fn map2<T: Copy>(out: &mut [T], a: &[T], b: &[T], f: impl Fn(T, T) -> T) {
 /// every position (a scalar, or an input broadcast along the tile), which
 /// is then never written out to a buffer.
 #[derive(Clone, Copy)]
-enum Arg<'s, T> {
+pub(crate) enum Arg<'s, T> {
     Slice(&'s [T]),
     Splat(T),
 }

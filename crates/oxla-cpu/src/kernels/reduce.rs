@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::Kernel;
 use super::fused::{
-    Binary, Float, FusedLoop, Op, PARALLEL_MIN, Scratch, Source, Space, Src, TILE,
+    Arg, Binary, Float, FusedLoop, Op, PARALLEL_MIN, Scratch, Source, Space, Src, TILE,
     coalesce_classes, eval_tile, row_offsets,
 };
 use crate::buffer::Pool;
@@ -51,6 +51,22 @@ fn identity<T: Float>(op: Binary) -> T {
     }
 }
 
+/// The four 16-lane accumulators of a fold merged into one value, always in
+/// this order (pairs, then the pair sums, then lane by lane from `id`), so
+/// every fold that uses it gives the same result for the same values.
+#[inline(always)]
+fn merge_lanes<T: Float>(id: T, lanes: [[T; 16]; 4], f: &impl Fn(T, T) -> T) -> T {
+    let [mut a0, a1, mut a2, a3] = lanes;
+    for l in 0..16 {
+        a0[l] = f(a0[l], a1[l]);
+        a2[l] = f(a2[l], a3[l]);
+    }
+    for l in 0..16 {
+        a0[l] = f(a0[l], a2[l]);
+    }
+    a0.iter().fold(id, |acc, &l| f(acc, l))
+}
+
 /// Folds a tile. The operation is matched once, outside the loops, and
 /// four independent accumulators of 16 lanes (four vector registers of
 /// f32) take turns, so additions overlap instead of each waiting for the
@@ -86,13 +102,7 @@ fn fold<T: Float>(op: Binary, t: &[T]) -> T {
                 step(&mut n1, &c[48..64], &note);
             }
         }
-        step(&mut a0, &a1, &f);
-        step(&mut a2, &a3, &f);
-        step(&mut a0, &a2, &f);
-        let mut acc = id;
-        for &l in a0.iter() {
-            acc = f(acc, l);
-        }
+        let mut acc = merge_lanes(id, [a0, a1, a2, a3], &f);
         #[allow(clippy::eq_op)]
         let mut nan = NAN && n0.iter().chain(&n1).any(|&x| x != x);
         for &v in rest {
@@ -174,15 +184,8 @@ impl Mapped {
     }
 }
 
-/// A leaf's values over a tile: contiguous, or one value throughout.
-#[derive(Clone, Copy)]
-enum Leaf<'s, T> {
-    Slice(&'s [T]),
-    Splat(T),
-}
-
 /// Leaf `k` over columns `[col, col + len)` of the row at `offsets`, if it
-/// is contiguous or a splat there.
+/// is contiguous or one value throughout there.
 fn leaf<'s, T: Float>(
     sources: &[Source<'s, T>],
     space: &Space,
@@ -190,15 +193,15 @@ fn leaf<'s, T: Float>(
     k: usize,
     col: usize,
     len: usize,
-) -> Option<Leaf<'s, T>> {
+) -> Option<Arg<'s, T>> {
     match *sources.get(k)? {
-        Source::Scalar(v) => Some(Leaf::Splat(v)),
+        Source::Scalar(v) => Some(Arg::Splat(v)),
         Source::Data(d, vi) => {
             let stride = *space.strides.get(vi)?.last()?;
             let at = usize::try_from(*offsets.get(vi)?).ok()?;
             match stride {
-                0 => d.get(at).copied().map(Leaf::Splat),
-                1 => d.get(at + col..at + col + len).map(Leaf::Slice),
+                0 => d.get(at).copied().map(Arg::Splat),
+                1 => d.get(at + col..at + col + len).map(Arg::Slice),
                 _ => None,
             }
         }
@@ -209,7 +212,7 @@ fn leaf<'s, T: Float>(
 /// `fold(Add, t)` of `t[i] = g(a[i], x[i])`, in the same order (so the same
 /// sum), without storing `t`.
 #[inline(always)]
-fn sum_mapped<T: Float>(a: Leaf<'_, T>, x: Leaf<'_, T>, len: usize, g: impl Fn(T, T) -> T) -> T {
+fn sum_mapped<T: Float>(a: Arg<'_, T>, x: Arg<'_, T>, len: usize, g: impl Fn(T, T) -> T) -> T {
     #[inline(always)]
     fn step<T: Float>(acc: &mut [T; 16], a: &[T], x: &[T], g: &impl Fn(T, T) -> T) {
         for i in 0..16 {
@@ -217,16 +220,16 @@ fn sum_mapped<T: Float>(a: Leaf<'_, T>, x: Leaf<'_, T>, len: usize, g: impl Fn(T
         }
     }
     #[inline(always)]
-    fn part<'s, T>(l: Leaf<'s, T>, splat: &'s [T; 64], i: usize) -> &'s [T] {
+    fn part<'s, T>(l: Arg<'s, T>, splat: &'s [T; 64], i: usize) -> &'s [T] {
         match l {
-            Leaf::Slice(d) => &d[i..i + 64],
-            Leaf::Splat(_) => &splat[..],
+            Arg::Slice(d) => &d[i..i + 64],
+            Arg::Splat(_) => &splat[..],
         }
     }
     let id = identity::<T>(Binary::Add);
-    let splat = |l: Leaf<'_, T>| match l {
-        Leaf::Splat(v) => [v; 64],
-        Leaf::Slice(_) => [id; 64],
+    let splat = |l: Arg<'_, T>| match l {
+        Arg::Splat(v) => [v; 64],
+        Arg::Slice(_) => [id; 64],
     };
     let (sa, sx) = (splat(a), splat(x));
     let (mut a0, mut a1, mut a2, mut a3) = ([id; 16], [id; 16], [id; 16], [id; 16]);
@@ -240,21 +243,10 @@ fn sum_mapped<T: Float>(a: Leaf<'_, T>, x: Leaf<'_, T>, len: usize, g: impl Fn(T
         step(&mut a3, &ca[48..64], &cx[48..64], &g);
         i += 64;
     }
-    let add = |acc: &mut [T; 16], o: &[T; 16]| {
-        for l in 0..16 {
-            acc[l] = acc[l] + o[l];
-        }
-    };
-    add(&mut a0, &a1);
-    add(&mut a2, &a3);
-    add(&mut a0, &a2);
-    let mut acc = id;
-    for &l in a0.iter() {
-        acc = acc + l;
-    }
-    let at = |l: Leaf<'_, T>, j: usize| match l {
-        Leaf::Slice(d) => d[j],
-        Leaf::Splat(v) => v,
+    let mut acc = merge_lanes(id, [a0, a1, a2, a3], &|p, q| p + q);
+    let at = |l: Arg<'_, T>, j: usize| match l {
+        Arg::Slice(d) => d[j],
+        Arg::Splat(v) => v,
     };
     for j in full..len {
         acc = acc + g(at(a, j), at(x, j));
@@ -264,7 +256,7 @@ fn sum_mapped<T: Float>(a: Leaf<'_, T>, x: Leaf<'_, T>, len: usize, g: impl Fn(T
 
 /// [`sum_mapped`] for `m`'s operation.
 #[inline(always)]
-fn sum_of<T: Float>(m: Mapped, a: Leaf<'_, T>, x: Leaf<'_, T>, len: usize) -> T {
+fn sum_of<T: Float>(m: Mapped, a: Arg<'_, T>, x: Arg<'_, T>, len: usize) -> T {
     match (m.b, m.square) {
         (Binary::Add, false) => sum_mapped(a, x, len, |p, q| p + q),
         (Binary::Sub, false) => sum_mapped(a, x, len, |p, q| p - q),
@@ -683,16 +675,16 @@ mod tests {
                     if square { v * v } else { v }
                 };
                 for len in [0, 1, 63, 64, 65, 200, 1024, 1030] {
-                    let cases: [(Leaf<'_, f32>, Leaf<'_, f32>); 4] = [
-                        (Leaf::Slice(&a[..len]), Leaf::Slice(&x[..len])),
-                        (Leaf::Slice(&a[..len]), Leaf::Splat(0.37)),
-                        (Leaf::Splat(-1.25), Leaf::Slice(&x[..len])),
-                        (Leaf::Splat(-1.25), Leaf::Splat(0.37)),
+                    let cases: [(Arg<'_, f32>, Arg<'_, f32>); 4] = [
+                        (Arg::Slice(&a[..len]), Arg::Slice(&x[..len])),
+                        (Arg::Slice(&a[..len]), Arg::Splat(0.37)),
+                        (Arg::Splat(-1.25), Arg::Slice(&x[..len])),
+                        (Arg::Splat(-1.25), Arg::Splat(0.37)),
                     ];
                     for (k, (la, lx)) in cases.into_iter().enumerate() {
-                        let value = |l: Leaf<'_, f32>, i: usize| match l {
-                            Leaf::Slice(d) => d[i],
-                            Leaf::Splat(v) => v,
+                        let value = |l: Arg<'_, f32>, i: usize| match l {
+                            Arg::Slice(d) => d[i],
+                            Arg::Splat(v) => v,
                         };
                         let tile: Vec<f32> =
                             (0..len).map(|i| g(value(la, i), value(lx, i))).collect();
