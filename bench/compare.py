@@ -263,6 +263,18 @@ def cnn_grad_nhwc(w, x):
     return jax.grad(f)(w)
 
 
+@workload("depthwise_grad_nhwc",
+          lambda r: [normal(r, (3, 3, 1, 64), 0.3), normal(r, (16, 56, 56, 64))], **REDUCTION,
+          hlo_ops=("convolution",),
+          note="weight gradient of a depthwise NHWC conv 3x3 over 64 channels, relu, mean, on [16,56,56,64]")
+def depthwise_grad_nhwc(w, x):
+    def f(w):
+        y = lax.conv_general_dilated(x, w, (1, 1), "SAME", feature_group_count=64,
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return jnp.mean(jax.nn.relu(y))
+    return jax.grad(f)(w)
+
+
 @workload("transpose", lambda r: [normal(r, (4096, 4096))], **EXACT, hlo_ops=("transpose",),
           note="f32[4096,4096] transposed (the result has the default layout, so it is a real copy)")
 def transpose(x):

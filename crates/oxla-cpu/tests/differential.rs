@@ -594,6 +594,147 @@ fn convolutions_in_several_layouts() {
     );
 }
 
+/// Batch groups, reversed windows, integer and half-precision operands:
+/// each runs natively and agrees with the interpreter (integers exactly).
+#[test]
+fn grouped_reversed_integer_and_half_convolutions() {
+    let conv = |ty: [&str; 3], l: &str, r: &str, o: &str, attrs: &str| {
+        format!(
+            "HloModule c\nENTRY e {{\n  a = {}[{l}] parameter(0)\n  b = {}[{r}] parameter(1)\n  ROOT c = {}[{o}] convolution(a, b), {attrs}\n}}\n",
+            ty[0], ty[1], ty[2]
+        )
+    };
+    let native = |text: &str, rtol: f64| {
+        let listing = check_exe(text, rtol);
+        assert!(listing.contains("= convolution"), "not native:\n{listing}");
+    };
+    let f32s = ["f32"; 3];
+    // A depthwise convolution's weight gradient as JAX writes it: the
+    // channels are the batch, one batch group each; small, then large
+    // enough for the groups to run in parallel.
+    native(
+        &conv(
+            f32s,
+            "4,9,9,6",
+            "4,9,9,6",
+            "3,3,1,6",
+            "window={size=9x9 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf, batch_group_count=6",
+        ),
+        1e-4,
+    );
+    native(
+        &conv(
+            f32s,
+            "8,40,40,32",
+            "8,40,40,32",
+            "3,3,1,32",
+            "window={size=40x40 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf, batch_group_count=32",
+        ),
+        2e-3,
+    );
+    // Batch groups with two output features a group and an output batch of
+    // three, batch first (batch elements in parallel) and not.
+    native(
+        &conv(
+            f32s,
+            "6,5,20,20",
+            "4,5,3,3",
+            "3,4,18,18",
+            "window={size=3x3}, dim_labels=bf01_oi01->bf01, batch_group_count=2",
+        ),
+        1e-4,
+    );
+    native(
+        &conv(
+            f32s,
+            "6,5,20,20",
+            "4,5,3,3",
+            "18,3,4,18",
+            "window={size=3x3}, dim_labels=bf01_oi01->0bf1, batch_group_count=2",
+        ),
+        1e-4,
+    );
+    // Reversed windows, with feature groups, and in a weight gradient that
+    // would otherwise read its kernel in place.
+    native(
+        &conv(
+            f32s,
+            "2,6,11,13",
+            "4,3,3,2",
+            "2,4,9,14",
+            "window={size=3x2 pad=0_0x1_1 rhs_reversal=1x0}, dim_labels=bf01_oi01->bf01, feature_group_count=2",
+        ),
+        1e-4,
+    );
+    native(
+        &conv(
+            f32s,
+            "4,17,17,5",
+            "4,8,8,7",
+            "3,3,5,7",
+            "window={size=8x8 rhs_dilate=2x2 rhs_reversal=1x1}, dim_labels=f01b_i01o->01bf",
+        ),
+        1e-4,
+    );
+    // Integers: products and sums wrap, in the result's type.
+    for ty in [
+        ["s32"; 3],
+        ["s8", "s8", "s32"],
+        ["s8"; 3],
+        ["u8", "u8", "u16"],
+        ["s64"; 3],
+    ] {
+        native(
+            &conv(
+                ty,
+                "2,12,12,8",
+                "3,3,4,6",
+                "2,12,12,6",
+                "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=2",
+            ),
+            0.0,
+        );
+    }
+    native(
+        &conv(
+            ["s32"; 3],
+            "4,17,17,5",
+            "4,8,8,7",
+            "3,3,5,7",
+            "window={size=8x8 rhs_dilate=2x2}, dim_labels=f01b_i01o->01bf",
+        ),
+        0.0,
+    );
+    native(
+        &conv(
+            ["s32"; 3],
+            "8,64,32,32",
+            "64,64,3,3",
+            "8,64,32,32",
+            "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01",
+        ),
+        0.0,
+    );
+    // Halves sum in f32 and round once.
+    for ty in [
+        ["bf16"; 3],
+        ["f16"; 3],
+        ["bf16", "bf16", "f32"],
+        ["f16", "f16", "f32"],
+    ] {
+        native(
+            &conv(
+                ty,
+                "2,8,20,20",
+                "16,8,3,3",
+                "2,16,20,20",
+                "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01",
+            ),
+            1e-2,
+        );
+    }
+}
+
 const MAX: &str = "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] maximum(a, b)\n}\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\nge {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=GE\n}\ngt {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=GT\n}\nle {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=LE\n}\n";
 
 #[test]

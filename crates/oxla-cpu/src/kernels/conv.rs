@@ -4,59 +4,197 @@
 //! (im2col, transposed, so rows copy along the input's innermost spatial
 //! dimension), and the kernel as a matrix with one row per output feature;
 //! their product is the output, written straight into place through
-//! strides. Padding (negative too), strides, and dilation of the input and
-//! of the kernel are handled while building the patches. Any dimension
-//! layout works; batch groups and reversed windows go to the interpreter.
+//! strides. Padding (negative too), strides, dilation of the input and of
+//! the kernel, and reversed windows are handled while building the patches
+//! and the kernel matrix. Any dimension layout works.
+//!
+//! Groups: with feature groups, group `g` reads the input features of its
+//! group; with batch groups (a depthwise convolution's weight gradient, as
+//! JAX writes it), group `g` reads all input features of the input batch
+//! elements of its group. Either way it computes the output features of
+//! its group, with the kernel's rows for them.
+//!
+//! Element types follow the dot's rule: operands are converted to the
+//! accumulation type first (f32 for f16 and bf16 results, which are
+//! rounded once at the end), floats multiply through `gemm`, integers
+//! through the dot's tiles of wrapping multiply-adds, which are exact.
 
+use oxla_hlo::half::{bf16, f16};
 use oxla_hlo::ir::{ConvDimensionNumbers, Window};
 use oxla_hlo::{
-    ArrayData, ArrayLiteral, ArrayShape, HloComputation, HloInstruction, PrimitiveType,
+    ArrayData, ArrayLiteral, ArrayShape, HloComputation, HloInstruction, NativeType, PrimitiveType,
 };
 
 use rayon::prelude::*;
 
 use super::Kernel;
+use super::dot::{Int, give_back, int_product, ints_as, reals_as, rounded};
 use crate::buffer::Pool;
 use crate::value::Value;
 
 #[derive(Clone, Debug)]
 pub(crate) struct ConvKernel {
+    /// The result type.
     ty: PrimitiveType,
+    /// The type operands are converted to and sums kept in.
+    acc: PrimitiveType,
     lhs_dims: Vec<i64>,
     rhs_dims: Vec<i64>,
     out_dims: Vec<i64>,
     d: ConvDimensionNumbers,
     window: Window,
+    /// Feature groups, or batch groups when `batch_grouped`.
     groups: usize,
+    batch_grouped: bool,
 }
 
+/// A convolution the kernel handles: real or half operands of an f16,
+/// bf16, f32 or f64 result, or integer operands of an integer result.
 pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<ConvKernel> {
+    use PrimitiveType::*;
     let ty = instr.shape.element_type()?;
-    if !matches!(ty, PrimitiveType::F32 | PrimitiveType::F64) {
-        return None;
-    }
     let l = comp.instruction(instr.operands[0]).shape.as_array()?;
     let r = comp.instruction(instr.operands[1]).shape.as_array()?;
-    if l.element_type() != ty
-        || r.element_type() != ty
-        || instr.attrs.batch_group_count.unwrap_or(1) != 1
-    {
-        return None;
-    }
-    let window = instr.attrs.window.clone()?;
-    if window.dims.iter().any(|w| w.window_reversal) {
-        return None;
-    }
+    let operands = [l.element_type(), r.element_type()];
+    let real = |t: PrimitiveType| matches!(t, F16 | BF16 | F32 | F64);
+    let acc = match ty {
+        F16 | BF16 if operands.into_iter().all(real) => F32,
+        F32 | F64 if operands.into_iter().all(real) => ty,
+        _ if ty.is_integral() && operands.into_iter().all(|t| t.is_integral()) => ty,
+        _ => return None,
+    };
+    let feature_groups = instr.attrs.feature_group_count.unwrap_or(1);
+    let batch_groups = instr.attrs.batch_group_count.unwrap_or(1);
+    // The verifier allows at most one kind of group.
+    let (groups, batch_grouped) = match (feature_groups, batch_groups) {
+        (f, 1) if f >= 1 => (f, false),
+        (1, b) if b > 1 => (b, true),
+        _ => return None,
+    };
     Some(ConvKernel {
         ty,
+        acc,
         lhs_dims: l.dims().to_vec(),
         rhs_dims: r.dims().to_vec(),
         out_dims: instr.shape.as_array()?.dims().to_vec(),
         d: instr.attrs.conv_dnums.clone()?,
-        window,
-        groups: instr.attrs.feature_group_count.unwrap_or(1).max(1) as usize,
+        window: instr.attrs.window.clone()?,
+        groups: usize::try_from(groups).ok()?,
+        batch_grouped,
     })
 }
+
+/// An element type convolutions are computed in, and its matrix product.
+pub(crate) trait ConvElem: NativeType + Copy + Default + Send + Sync {
+    /// `dst[i * dst.1 + j * dst.2] = sum over p of a[i * a.1 + p * a.2] *
+    /// b[p * b.1 + j * b.2]`, for `i < m`, `j < n`, `p < k`, split across
+    /// the pool when `parallel`.
+    ///
+    /// # Safety
+    /// Every such element of `dst` must be writable and written by nobody
+    /// else meanwhile, and every such element of `a` and `b` readable; `k`
+    /// is at least 1.
+    unsafe fn product(
+        mnk: (usize, usize, usize),
+        dst: (*mut Self, usize, usize),
+        a: (*const Self, usize, usize),
+        b: (*const Self, usize, usize),
+        parallel: bool,
+        pool: &Pool,
+    );
+}
+
+macro_rules! float_product {
+    ($($t:ty),*) => {$(
+        impl ConvElem for $t {
+            unsafe fn product(
+                (m, n, k): (usize, usize, usize),
+                dst: (*mut $t, usize, usize),
+                a: (*const $t, usize, usize),
+                b: (*const $t, usize, usize),
+                parallel: bool,
+                _pool: &Pool,
+            ) {
+                let parallelism = match parallel {
+                    true => gemm::Parallelism::Rayon(rayon::current_num_threads()),
+                    false => gemm::Parallelism::None,
+                };
+                // SAFETY: the caller's contract is gemm's.
+                unsafe {
+                    gemm::gemm(
+                        m,
+                        n,
+                        k,
+                        dst.0,
+                        dst.2 as isize,
+                        dst.1 as isize,
+                        false,
+                        a.0,
+                        a.2 as isize,
+                        a.1 as isize,
+                        b.0,
+                        b.2 as isize,
+                        b.1 as isize,
+                        0.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        parallelism,
+                    )
+                }
+            }
+        }
+    )*};
+}
+
+float_product!(f32, f64);
+
+macro_rules! int_conv_product {
+    ($($t:ty),*) => {$(
+        impl ConvElem for $t {
+            unsafe fn product(
+                (m, n, k): (usize, usize, usize),
+                dst: (*mut $t, usize, usize),
+                a: (*const $t, usize, usize),
+                b: (*const $t, usize, usize),
+                parallel: bool,
+                pool: &Pool,
+            ) {
+                if m * n == 0 || k == 0 {
+                    return;
+                }
+                // SAFETY: the last element each operand is read at is the
+                // end of these spans; the caller vouches every such element
+                // is readable.
+                let (a_data, b_data) = unsafe {
+                    (
+                        std::slice::from_raw_parts(a.0, (m - 1) * a.1 + (k - 1) * a.2 + 1),
+                        std::slice::from_raw_parts(b.0, (k - 1) * b.1 + (n - 1) * b.2 + 1),
+                    )
+                };
+                let mut sums = pool.take::<$t>(m * n);
+                int_product(
+                    (m, n, k),
+                    (a_data, a.1, a.2),
+                    (b_data, b.1, b.2),
+                    &mut sums,
+                    parallel,
+                    pool,
+                );
+                for (i, row) in sums.chunks_exact(n).enumerate() {
+                    for (j, &v) in row.iter().enumerate() {
+                        // SAFETY: i < m and j < n: the caller vouches it is writable.
+                        unsafe { *dst.0.add(i * dst.1 + j * dst.2) = v };
+                    }
+                }
+                pool.give(sums);
+            }
+        }
+    )*};
+}
+
+int_conv_product!(i8, i16, i32, i64, u8, u16, u32, u64);
 
 /// `offsets[s][o * k_sp[s] + k]`: the input offset along spatial
 /// dimension `s` (its index times the input's stride) under output index
@@ -187,6 +325,8 @@ impl ConvKernel {
             .collect();
         let kk: usize = k_sp.iter().product();
         let s_total: usize = o_sp.iter().product();
+        // A batch group reads every input feature.
+        let cin_g = if self.batch_grouped { cin } else { cin / g };
         let o_stride = os[d.output_feature_dimension as usize];
         let sp_strides: Vec<usize> = d
             .output_spatial_dimensions
@@ -198,16 +338,16 @@ impl ConvKernel {
         let s_stride = if n_sp == 0 { 1 } else { sp_strides[n_sp - 1] };
         let by_position = n_sp > 0 && k_sp[n_sp - 1] > o_sp[n_sp - 1];
         let channels_last =
-            !by_position && n_sp > 0 && cin / g > 1 && ls[d.input_feature_dimension as usize] == 1;
+            !by_position && n_sp > 0 && cin_g > 1 && ls[d.input_feature_dimension as usize] == 1;
         Geometry {
             ls,
             os,
-            cin_g: cin / g,
+            cin_g,
             cout_g: cout / g,
             in_sp,
             k_sp,
             o_sp,
-            rows: (cin / g) * kk,
+            rows: cin_g * kk,
             s_total,
             o_stride,
             sp_strides,
@@ -232,11 +372,13 @@ impl ConvKernel {
         let kk: usize = geo.k_sp.iter().product();
         let cout = geo.cout_g * self.groups;
         // The offset of each kernel position, row-major over the spatial
-        // dimensions.
+        // dimensions (counted from the far end along reversed ones).
         let mut positions = vec![0usize];
         for s in (0..n_sp).rev() {
             let stride = rs[d.kernel_spatial_dimensions[s] as usize];
-            positions = (0..geo.k_sp[s])
+            let (size, reversed) = (geo.k_sp[s], self.window.dims[s].window_reversal);
+            positions = (0..size)
+                .map(|k| if reversed { size - 1 - k } else { k })
                 .flat_map(|k| positions.iter().map(move |&p| k * stride + p))
                 .collect();
         }
@@ -266,17 +408,24 @@ impl ConvKernel {
         kmat
     }
 
-    fn execute<T: oxla_hlo::NativeType>(
-        &self,
-        lhs: &[T],
-        rhs: &[T],
-        one: T,
-        zero: T,
-        pool: &Pool,
-    ) -> Vec<T> {
+    /// The input batch element and first input feature that output batch
+    /// element `b` of group `grp` reads.
+    fn group_input(&self, geo: &Geometry, b: usize, grp: usize) -> (usize, usize) {
+        match self.batch_grouped {
+            true => (grp * self.out_batch() + b, 0),
+            false => (b, grp * geo.cin_g),
+        }
+    }
+
+    fn out_batch(&self) -> usize {
+        self.out_dims[self.d.output_batch_dimension as usize] as usize
+    }
+
+    fn execute<T: ConvElem>(&self, lhs: &[T], rhs: &[T], pool: &Pool) -> Vec<T> {
         let d = &self.d;
+        let zero = T::default();
         let geo = self.geometry();
-        let batch = self.lhs_dims[d.input_batch_dimension as usize] as usize;
+        let batch = self.out_batch();
         let mut out = pool.take::<T>(self.out_dims.iter().map(|&x| x as usize).product());
         if out.is_empty() || geo.rows == 0 {
             // No taps: every output sums nothing.
@@ -284,7 +433,7 @@ impl ConvKernel {
             return out;
         }
         if self.folds(&geo, batch) {
-            self.execute_folded(lhs, rhs, &geo, batch, &mut out, one, zero, pool);
+            self.execute_folded(lhs, rhs, &geo, batch, &mut out, pool);
             return out;
         }
         let kmat = self.kernel_matrix(rhs, &geo, pool);
@@ -311,57 +460,40 @@ impl ConvKernel {
                         0,
                         &mut patches,
                         &mut temp,
-                        one,
-                        zero,
-                        gemm::Parallelism::None,
+                        false,
+                        pool,
                     );
                     pool.give(patches);
                     pool.give(temp);
                 });
-        } else if batch > 1 && flops >= 1 << 20 {
-            // Batch elements whose outputs interleave (a weight gradient's
-            // output has the input features where the batch was): each
-            // computes its products privately, in parallel, and they are
-            // copied into place after.
-            let per = self.groups * geo.cout_g * geo.s_total;
-            let products: Vec<Vec<T>> = (0..batch)
+        } else if (batch > 1 || self.groups > 1) && flops >= 1 << 20 {
+            // Products whose outputs interleave (a weight gradient's output
+            // has the input features where the batch was), or many groups
+            // of one batch element: each (batch element, group) computes
+            // its product privately, in parallel, and they are copied into
+            // place after.
+            let per = geo.cout_g * geo.s_total;
+            let products: Vec<Vec<T>> = (0..batch * self.groups)
                 .into_par_iter()
-                .map(|b| {
+                .map(|t| {
+                    let (b, grp) = (t / self.groups, t % self.groups);
                     let mut patches = pool.take::<T>(geo.rows * geo.s_total);
                     let mut temp = pool.take::<T>(per);
-                    for grp in 0..self.groups {
-                        self.im2col(lhs, &geo, b, grp * geo.cin_g, &mut patches, zero);
-                        let part = &mut temp[grp * geo.cout_g * geo.s_total..];
-                        let dst = (part.as_mut_ptr(), geo.s_total, 1);
-                        self.product(
-                            &kmat,
-                            &geo,
-                            grp,
-                            &patches,
-                            dst,
-                            one,
-                            zero,
-                            gemm::Parallelism::None,
-                        );
-                    }
+                    let (b_in, c0) = self.group_input(&geo, b, grp);
+                    self.im2col(lhs, &geo, b_in, c0, &mut patches, zero);
+                    let dst = (temp.as_mut_ptr(), geo.s_total, 1);
+                    self.product(&kmat, &geo, grp, &patches, dst, false, pool);
                     pool.give(patches);
                     temp
                 })
                 .collect();
-            for (b, temp) in products.into_iter().enumerate() {
-                for grp in 0..self.groups {
-                    let part = &temp[grp * geo.cout_g * geo.s_total..];
-                    let out_base = b * batch_stride + grp * geo.cout_g * geo.o_stride;
-                    self.scatter(&geo, part, &mut out, out_base);
-                }
+            for (t, temp) in products.into_iter().enumerate() {
+                let (b, grp) = (t / self.groups, t % self.groups);
+                let out_base = b * batch_stride + grp * geo.cout_g * geo.o_stride;
+                self.scatter(&geo, &temp, &mut out, out_base);
                 pool.give(temp);
             }
         } else {
-            let parallelism = if flops >= 1 << 20 {
-                gemm::Parallelism::Rayon(rayon::current_num_threads())
-            } else {
-                gemm::Parallelism::None
-            };
             // Every patch element is written by im2col (zero in padding) before gemm reads it.
             let mut patches = pool.take::<T>(geo.rows * geo.s_total);
             let mut temp = if geo.merged {
@@ -379,9 +511,8 @@ impl ConvKernel {
                     b * batch_stride,
                     &mut patches,
                     &mut temp,
-                    one,
-                    zero,
-                    parallelism,
+                    flops >= 1 << 20,
+                    pool,
                 );
             }
             pool.give(patches);
@@ -399,6 +530,7 @@ impl ConvKernel {
         let d = &self.d;
         let batch_stride = geo.os[d.output_batch_dimension as usize];
         self.groups == 1
+            && !self.window.dims.iter().any(|w| w.window_reversal)
             && batch > 1
             && geo.ls[d.input_batch_dimension as usize] == 1
             && geo.merged
@@ -413,19 +545,17 @@ impl ConvKernel {
     /// and features exchanged, as JAX writes it for NHWC) becomes one
     /// product of depth batch x positions instead of a thin product per
     /// input feature over patches gathered element by element.
-    #[allow(clippy::too_many_arguments)]
-    fn execute_folded<T: oxla_hlo::NativeType>(
+    fn execute_folded<T: ConvElem>(
         &self,
         lhs: &[T],
         rhs: &[T],
         geo: &Geometry,
         batch: usize,
         out: &mut [T],
-        one: T,
-        zero: T,
         pool: &Pool,
     ) {
         let d = &self.d;
+        let zero = T::default();
         let n_sp = geo.in_sp.len();
         let kk: usize = geo.k_sp.iter().product();
         let cols = geo.s_total * batch;
@@ -490,37 +620,19 @@ impl ConvKernel {
         let batch_stride = geo.os[d.output_batch_dimension as usize];
         let last = (cols - 1) * batch_stride + (cout - 1) * geo.o_stride;
         assert!(last < out.len() && geo.rows * cols <= patches.len());
-        let parallelism = if cols * cout * geo.rows >= 1 << 20 {
-            gemm::Parallelism::Rayon(rayon::current_num_threads())
-        } else {
-            gemm::Parallelism::None
-        };
         // SAFETY: the patches are rows x cols, column c of row r at
         // r * cols + c (checked above); the kernel element (r, o) is at
         // r * b_rs + o * b_cs, inside `rhs` when read in place (the strides
         // describe its own row-major layout) or inside `kmat`; the output
         // element (c, o) at c * batch_stride + o * o_stride, at most `last`.
         unsafe {
-            gemm::gemm(
-                cols,
-                cout,
-                geo.rows,
-                out.as_mut_ptr(),
-                geo.o_stride as isize,
-                batch_stride as isize,
-                false,
-                patches.as_ptr(),
-                cols as isize,
-                1,
-                b_ptr,
-                b_cs as isize,
-                b_rs as isize,
-                zero,
-                one,
-                false,
-                false,
-                false,
-                parallelism,
+            T::product(
+                (cols, cout, geo.rows),
+                (out.as_mut_ptr(), batch_stride, geo.o_stride),
+                (patches.as_ptr(), 1, cols),
+                (b_ptr, b_rs, b_cs),
+                cols * cout * geo.rows >= 1 << 20,
+                pool,
             );
         }
         pool.give(patches);
@@ -531,7 +643,7 @@ impl ConvKernel {
 
     /// The output of batch element `b` into `out`, whose element `base` is
     /// the batch element's first output.
-    fn batch_element<T: oxla_hlo::NativeType>(
+    fn batch_element<T: ConvElem>(
         &self,
         lhs: &[T],
         kmat: &[T],
@@ -541,13 +653,13 @@ impl ConvKernel {
         base: usize,
         patches: &mut [T],
         temp: &mut [T],
-        one: T,
-        zero: T,
-        parallelism: gemm::Parallelism,
+        parallel: bool,
+        pool: &Pool,
     ) {
         let cout_g = geo.cout_g;
         for grp in 0..self.groups {
-            self.im2col(lhs, geo, b, grp * geo.cin_g, patches, zero);
+            let (b_in, c0) = self.group_input(geo, b, grp);
+            self.im2col(lhs, geo, b_in, c0, patches, T::default());
             let out_base = base + grp * cout_g * geo.o_stride;
             if geo.merged {
                 let last = (cout_g.saturating_sub(1)) * geo.o_stride
@@ -556,19 +668,12 @@ impl ConvKernel {
                 // SAFETY: out_base is inside `out`, and so is every address
                 // out_base + o * o_stride + s * s_stride (checked above).
                 let dst = unsafe { out.as_mut_ptr().add(out_base) };
-                self.product(
-                    kmat,
-                    geo,
-                    grp,
-                    patches,
-                    (dst, geo.o_stride, geo.s_stride),
-                    one,
-                    zero,
-                    parallelism,
-                );
+                let dst = (dst, geo.o_stride, geo.s_stride);
+                self.product(kmat, geo, grp, patches, dst, parallel, pool);
             } else {
                 let dst = (temp.as_mut_ptr(), geo.s_total, 1);
-                self.product(kmat, geo, grp, patches, dst, one, zero, parallelism);
+                assert!(temp.len() >= cout_g * geo.s_total);
+                self.product(kmat, geo, grp, patches, dst, parallel, pool);
                 self.scatter(geo, temp, out, out_base);
             }
         }
@@ -576,53 +681,37 @@ impl ConvKernel {
 
     /// `dst = kernel of group grp x patches`, `dst.0[o * dst.1 + s * dst.2]`
     /// for output feature `o` of the group and output position `s`; every
-    /// such address must be writable (the caller checks).
-    #[allow(clippy::too_many_arguments)]
-    fn product<T: oxla_hlo::NativeType>(
+    /// such address must be writable, by this call alone (the callers check
+    /// before they call).
+    fn product<T: ConvElem>(
         &self,
         kmat: &[T],
         geo: &Geometry,
         grp: usize,
         patches: &[T],
         dst: (*mut T, usize, usize),
-        one: T,
-        zero: T,
-        parallelism: gemm::Parallelism,
+        parallel: bool,
+        pool: &Pool,
     ) {
         let (cout_g, s_total, rows) = (geo.cout_g, geo.s_total, geo.rows);
         assert!((grp + 1) * cout_g * rows <= kmat.len() && rows * s_total <= patches.len());
+        let (p_rs, p_cs) = match geo.by_position || geo.channels_last {
+            true => (1, rows),
+            false => (s_total, 1),
+        };
         // SAFETY: kmat rows [grp*cout_g, (grp+1)*cout_g) are cout_g x rows,
-        // row-major, and patches is rows x s_total, row-major (both checked
-        // above); the destination addresses are the caller's to vouch for.
+        // row-major, and patches is rows x s_total, row-major or by
+        // position (both checked above); rows is at least 1 (`execute`
+        // returns before); the destination addresses are the caller's to
+        // vouch for.
         unsafe {
-            gemm::gemm(
-                cout_g,
-                s_total,
-                rows,
-                dst.0,
-                dst.2 as isize,
-                dst.1 as isize,
-                false,
-                kmat.as_ptr().add(grp * cout_g * rows),
-                1,
-                rows as isize,
-                patches.as_ptr(),
-                if geo.by_position || geo.channels_last {
-                    rows as isize
-                } else {
-                    1
-                },
-                if geo.by_position || geo.channels_last {
-                    1
-                } else {
-                    s_total as isize
-                },
-                zero,
-                one,
-                false,
-                false,
-                false,
-                parallelism,
+            T::product(
+                (cout_g, s_total, rows),
+                dst,
+                (kmat.as_ptr().add(grp * cout_g * rows), rows, 1),
+                (patches.as_ptr(), p_rs, p_cs),
+                parallel,
+                pool,
             );
         }
     }
@@ -907,6 +996,20 @@ impl ConvKernel {
     }
 }
 
+impl ConvKernel {
+    fn run_int<T: Int + ConvElem>(
+        &self,
+        l: &ArrayData,
+        r: &ArrayData,
+        pool: &Pool,
+    ) -> Option<ArrayData> {
+        let (a, b) = (ints_as::<T>(l, pool)?, ints_as::<T>(r, pool)?);
+        let out = T::wrap(self.execute(&a, &b, pool));
+        give_back(pool, [a, b]);
+        Some(out)
+    }
+}
+
 impl Kernel for ConvKernel {
     fn name(&self) -> &'static str {
         "convolution (im2col + gemm)"
@@ -919,14 +1022,50 @@ impl Kernel for ConvKernel {
         ) else {
             return Err("a convolution reads two arrays".into());
         };
-        let data = match (l.data(), r.data()) {
-            (ArrayData::F32(a), ArrayData::F32(b)) => {
-                ArrayData::F32(self.execute(a, b, 1.0f32, 0.0, pool))
+        use PrimitiveType::*;
+        let (ld, rd) = (l.data(), r.data());
+        let data = match self.acc {
+            F32 => {
+                let a = reals_as::<f32>(ld, |v| v as f32, pool);
+                let b = reals_as::<f32>(rd, |v| v as f32, pool);
+                a.zip(b).map(|(a, b)| {
+                    let sums = self.execute(&a, &b, pool);
+                    give_back(pool, [a, b]);
+                    let out = match self.ty {
+                        F16 => ArrayData::F16(rounded(&sums, f16::from_f32, pool)),
+                        BF16 => ArrayData::BF16(rounded(&sums, bf16::from_f32, pool)),
+                        _ => return ArrayData::F32(sums),
+                    };
+                    pool.give(sums);
+                    out
+                })
             }
-            (ArrayData::F64(a), ArrayData::F64(b)) => {
-                ArrayData::F64(self.execute(a, b, 1.0f64, 0.0, pool))
+            F64 => {
+                let a = reals_as::<f64>(ld, |v| v, pool);
+                let b = reals_as::<f64>(rd, |v| v, pool);
+                a.zip(b).map(|(a, b)| {
+                    let sums = self.execute(&a, &b, pool);
+                    give_back(pool, [a, b]);
+                    ArrayData::F64(sums)
+                })
             }
-            _ => return Err("convolution operands must be f32 or f64".into()),
+            S8 => self.run_int::<i8>(ld, rd, pool),
+            S16 => self.run_int::<i16>(ld, rd, pool),
+            S32 => self.run_int::<i32>(ld, rd, pool),
+            S64 => self.run_int::<i64>(ld, rd, pool),
+            U8 => self.run_int::<u8>(ld, rd, pool),
+            U16 => self.run_int::<u16>(ld, rd, pool),
+            U32 => self.run_int::<u32>(ld, rd, pool),
+            U64 => self.run_int::<u64>(ld, rd, pool),
+            _ => None,
+        };
+        let Some(data) = data else {
+            return Err(format!(
+                "convolution of {} and {} into {} is not handled natively",
+                l.shape(),
+                r.shape(),
+                self.ty
+            ));
         };
         let shape = ArrayShape::new(self.ty, self.out_dims.clone()).map_err(|e| e.to_string())?;
         Ok(Value::owned(

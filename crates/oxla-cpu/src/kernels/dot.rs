@@ -293,7 +293,7 @@ impl DotKernel {
 }
 
 /// Integers summed with wrapping, as XLA sums them.
-trait Int: NativeType + Default + Send + Sync {
+pub(super) trait Int: NativeType + Default + Send + Sync {
     fn mul_add(self, a: Self, b: Self) -> Self;
     /// The two's-complement truncation of `v` (XLA's integer conversion).
     fn from_i128(v: i128) -> Self;
@@ -318,7 +318,7 @@ int!(i8, i16, i32, i64, u8, u16, u32, u64);
 
 /// An integer operand in type `T` (converted into an array from `pool`,
 /// which the caller gives back: fresh memory costs a page fault a page).
-fn ints_as<'a, T: Int>(data: &'a ArrayData, pool: &Pool) -> Option<Cow<'a, [T]>> {
+pub(super) fn ints_as<'a, T: Int>(data: &'a ArrayData, pool: &Pool) -> Option<Cow<'a, [T]>> {
     if let Some(s) = T::slice(data) {
         return Some(Cow::Borrowed(s));
     }
@@ -341,7 +341,7 @@ fn ints_as<'a, T: Int>(data: &'a ArrayData, pool: &Pool) -> Option<Cow<'a, [T]>>
 
 /// A real or half operand in f32 or f64, each element rounded once by
 /// `from` (converted into an array from `pool`, as in [`ints_as`]).
-fn reals_as<'a, T: NativeType + Copy>(
+pub(super) fn reals_as<'a, T: NativeType + Copy>(
     data: &'a ArrayData,
     from: impl Fn(f64) -> T,
     pool: &Pool,
@@ -370,7 +370,7 @@ fn reals_as<'a, T: NativeType + Copy>(
 }
 
 /// `sums` rounded to a half type by `f`, into an array from `pool`.
-fn rounded<H: NativeType>(sums: &[f32], f: impl Fn(f32) -> H, pool: &Pool) -> Vec<H> {
+pub(super) fn rounded<H: NativeType>(sums: &[f32], f: impl Fn(f32) -> H, pool: &Pool) -> Vec<H> {
     let mut out = pool.take::<H>(sums.len());
     for (o, &v) in out.iter_mut().zip(sums) {
         *o = f(v);
@@ -379,7 +379,7 @@ fn rounded<H: NativeType>(sums: &[f32], f: impl Fn(f32) -> H, pool: &Pool) -> Ve
 }
 
 /// Gives converted operands back to `pool`.
-fn give_back<T: NativeType>(pool: &Pool, operands: [Cow<'_, [T]>; 2]) {
+pub(super) fn give_back<T: NativeType>(pool: &Pool, operands: [Cow<'_, [T]>; 2]) {
     for v in operands {
         if let Cow::Owned(v) = v {
             pool.give(v);
@@ -530,9 +530,57 @@ mod avx512_int {
 // [`int_rows`] compiled for the widest vectors the CPU has.
 dispatched!(int_rows_dispatch<T: Int> => int_rows(a: &[T], a_strides: (usize, usize), i0: usize, b: &[T], kn: (usize, usize), out: &mut [T]));
 
+/// `out = a x b` with wrapping sums, `out` row-major (`m` rows of `n`), `a`
+/// read at `i * a.1 + p * a.2` and `b` at `p * b.1 + j * b.2` for `i < m`,
+/// `p < k`, `j < n`. `b` is packed into panels first; rows of `a` are split
+/// across the pool when `parallel`.
+pub(super) fn int_product<T: Int>(
+    (m, n, k): (usize, usize, usize),
+    a: (&[T], usize, usize),
+    b: (&[T], usize, usize),
+    out: &mut [T],
+    parallel: bool,
+    pool: &Pool,
+) {
+    if m * n == 0 {
+        return;
+    }
+    let rows_per_task = if parallel && m * n * k >= PARALLEL_MIN_FLOPS {
+        (m.div_ceil(4 * rayon::current_num_threads()).div_ceil(ROWS) * ROWS).max(ROWS)
+    } else {
+        m
+    };
+    let width = n.div_ceil(PANEL) * PANEL;
+    let mut packed = pool.take::<T>(k * width);
+    // Panel q holds columns q * PANEL.., row p after row p - 1.
+    for (q, panel) in packed.chunks_mut(k * PANEL).enumerate() {
+        for (p, row) in panel.chunks_mut(PANEL).enumerate() {
+            for (w, o) in row.iter_mut().enumerate() {
+                let j = q * PANEL + w;
+                *o = match j < n {
+                    true => b.0[p * b.1 + j * b.2],
+                    false => T::default(),
+                };
+            }
+        }
+    }
+    let strides = (a.1, a.2);
+    let task = |(t, rows): (usize, &mut [T])| {
+        int_rows_dispatch(a.0, strides, t * rows_per_task, &packed, (k, n), rows)
+    };
+    let out = &mut out[..m * n];
+    if rows_per_task < m {
+        out.par_chunks_mut(rows_per_task * n)
+            .enumerate()
+            .for_each(task);
+    } else {
+        task((0, out));
+    }
+    pool.give(packed);
+}
+
 impl DotKernel {
-    /// The integer product, batch by batch; rows of each batch are split
-    /// across the pool when the product is large.
+    /// The integer product, batch by batch (see [`int_product`]).
     fn execute_int<T: Int>(&self, lhs: &[T], rhs: &[T], pool: &Pool) -> Vec<T> {
         let a = matrices(&self.lhs, lhs, false);
         let b = matrices(&self.rhs, rhs, true);
@@ -542,41 +590,18 @@ impl DotKernel {
         if m * n * k == 0 {
             return out;
         }
-        let rows_per_task = if m * n * k >= PARALLEL_MIN_FLOPS {
-            (m.div_ceil(4 * rayon::current_num_threads()).div_ceil(ROWS) * ROWS).max(ROWS)
-        } else {
-            m
-        };
-        let width = n.div_ceil(PANEL) * PANEL;
-        let mut packed = pool.take::<T>(k * width);
         let mut index = vec![0usize; a.batch_dims.len()];
         for dst in out.chunks_mut(m * n) {
             let a_off: usize = index.iter().zip(&a.batch_strides).map(|(i, s)| i * s).sum();
             let b_off: usize = index.iter().zip(&b.batch_strides).map(|(i, s)| i * s).sum();
-            // Panel q holds columns q * PANEL.., row p after row p - 1.
-            for (q, panel) in packed.chunks_mut(k * PANEL).enumerate() {
-                for (p, row) in panel.chunks_mut(PANEL).enumerate() {
-                    for (w, o) in row.iter_mut().enumerate() {
-                        let j = q * PANEL + w;
-                        *o = match j < n {
-                            true => b.data[b_off + p * b.rows.1 + j * b.cols.1],
-                            false => T::default(),
-                        };
-                    }
-                }
-            }
-            let a_data = &a.data[a_off..];
-            let strides = (a.rows.1, a.cols.1);
-            let task = |(t, rows): (usize, &mut [T])| {
-                int_rows_dispatch(a_data, strides, t * rows_per_task, &packed, (k, n), rows)
-            };
-            if rows_per_task < m {
-                dst.par_chunks_mut(rows_per_task * n)
-                    .enumerate()
-                    .for_each(task);
-            } else {
-                task((0, dst));
-            }
+            int_product(
+                (m, n, k),
+                (&a.data[a_off..], a.rows.1, a.cols.1),
+                (&b.data[b_off..], b.rows.1, b.cols.1),
+                dst,
+                true,
+                pool,
+            );
             for kdim in (0..index.len()).rev() {
                 index[kdim] += 1;
                 if index[kdim] < a.batch_dims[kdim] {
@@ -585,7 +610,6 @@ impl DotKernel {
                 index[kdim] = 0;
             }
         }
-        pool.give(packed);
         out
     }
 
