@@ -128,7 +128,7 @@ impl<'a> Exec<'a> {
                 }
             }
             match &step.kind {
-                Kind::Kernel(_) | Kind::Interpret
+                Kind::Kernel(_) | Kind::Rng(_) | Kind::Interpret
                     if step.largest > self.options.max_array_bytes =>
                 {
                     return Err(self.memory_limit(program, s));
@@ -178,13 +178,16 @@ impl<'a> Exec<'a> {
                 // A result with no elements is known without running the
                 // kernel, whose sizes (a product of dimensions, one of them
                 // zero, the others huge) could overflow on the way.
-                Kind::Kernel(_) if step.largest == 0 => {
+                Kind::Kernel(_) | Kind::Rng(_) if step.largest == 0 => {
                     let comp = self.module.computation(program.computation);
                     empty_value(&comp.instruction(step.instr).shape)
                         .map_err(|m| self.locate(program, s, m))?
                 }
                 Kind::Kernel(k) => k
                     .run(&mut inputs, self.pool)
+                    .map_err(|m| self.locate(program, s, m))?,
+                Kind::Rng(k) => k
+                    .run(&inputs, self.pool, &mut self.session)
                     .map_err(|m| self.locate(program, s, m))?,
                 Kind::Interpret => {
                     let literals: Vec<Literal> =

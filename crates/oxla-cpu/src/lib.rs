@@ -100,6 +100,7 @@ impl CpuExecutable {
                     }
                     program::Kind::Conditional { .. } => "conditional".to_string(),
                     program::Kind::Kernel(k) => k.name().to_string(),
+                    program::Kind::Rng(k) => k.name().to_string(),
                     program::Kind::Interpret => format!("interpreted {}", instr.opcode),
                 };
                 let reads: Vec<&str> = step
@@ -119,7 +120,7 @@ impl CpuExecutable {
         self.programs
             .iter()
             .flat_map(|p| &p.steps)
-            .filter(|s| matches!(s.kind, program::Kind::Kernel(_)))
+            .filter(|s| matches!(s.kind, program::Kind::Kernel(_) | program::Kind::Rng(_)))
             .count()
     }
 

@@ -28,6 +28,8 @@ pub(crate) enum Kind {
         branches: Vec<usize>,
     },
     Kernel(Box<dyn Kernel>),
+    /// An `rng`, which draws from the execution's stream.
+    Rng(Box<kernels::stream::RngKernel>),
     /// Evaluated by the interpreter session (operations without a native kernel).
     Interpret,
 }
@@ -154,6 +156,10 @@ fn lower_computation(
                         .map(Box::new),
                 },
                 _ => Kind::Interpret,
+            },
+            Opcode::Rng if native => match kernels::stream::plan(instr) {
+                Some(k) => Kind::Rng(Box::new(k)),
+                None => Kind::Interpret,
             },
             Opcode::Conditional => Kind::Conditional {
                 branches: instr.called.branches.iter().map(|b| b.index()).collect(),

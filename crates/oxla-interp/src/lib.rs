@@ -58,6 +58,12 @@ pub use error::{EvalError, ServiceError, ServiceKind};
 /// How ThreeFry lays out 32-bit outputs, for backends that must agree with
 /// the interpreter bit for bit.
 pub use eval::rng::threefry_split_dimension;
+/// The `rng` stream and how its words become each distribution's values,
+/// for backends that must agree with the interpreter bit for bit.
+pub use eval::rng::{
+    rng_normal_f64, rng_stream_block, rng_uniform_f64, rng_uniform_int, rng_unit,
+    rng_words_per_element,
+};
 /// The interpreter's error function in f64, for backends that must agree
 /// with it bit for bit.
 pub use math::erf;

@@ -68,6 +68,19 @@ impl<'a> Session<'a> {
             .map_err(|e| e.locate(&comp.name, &hlo.name, hlo.opcode))
     }
 
+    /// The `rng` stream's key (the seed) and the index of the next word it
+    /// gives: a backend computing an `rng` itself takes the words from
+    /// there on (see [`crate::rng_stream_block`]) and then moves the
+    /// stream past them with [`Session::seek_rng`].
+    pub fn rng_position(&self) -> (u64, u128) {
+        self.interp.rng.position()
+    }
+
+    /// Moves the `rng` stream to word `position`.
+    pub fn seek_rng(&mut self, position: u128) {
+        self.interp.rng.seek(position)
+    }
+
     /// Evaluates computation `computation` on `args`.
     pub fn call(
         &mut self,

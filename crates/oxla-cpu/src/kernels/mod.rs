@@ -56,6 +56,7 @@ pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod slices;
 pub(crate) mod sort;
+pub(crate) mod stream;
 pub(crate) mod tiled;
 pub(crate) mod typed;
 pub(crate) mod view;

@@ -479,6 +479,14 @@ fn threefry_halves_fill<T: Word, const V512: bool>(
 }
 
 dispatched!(philox<T: Word> => philox_fill(out: &mut [T], key: u64, start: u128, first: u64));
+
+/// The words of the `rng` stream keyed by `key` from the first word of
+/// block `first` on (`oxla_interp::rng_stream_block`: the block number is
+/// the counter's low 64 bits, under two fixed words).
+pub(super) fn stream_words(out: &mut [u32], key: u64, first: u64) {
+    const HIGH: u128 = (0x726e_6721_6f78_6c61u128) << 64;
+    philox::<u32>(out, key, HIGH, first)
+}
 dispatched!(threefry_wide<T: Word> => threefry_wide_fill(out: &mut [T], key: u64, counter: u64, first: u64));
 dispatched!(threefry_halves<T: Word> => threefry_halves_fill(out: &mut [T], key: u64, counter: u64, first: usize, h: Halves));
 

@@ -9,7 +9,7 @@
 //! from XLA's).
 
 use oxla_hlo::ir::{RngAlgorithm, RngDistribution};
-use oxla_hlo::{ArrayData, HloInstruction, Scalar, Shape};
+use oxla_hlo::{ArrayData, HloInstruction, PrimitiveType, Scalar, Shape};
 
 use super::convert::from_bytes;
 use super::{attr, result_array};
@@ -223,12 +223,77 @@ pub(crate) fn rng_bit_generator(instr: &HloInstruction, operands: &[Value]) -> O
 }
 
 /// The stream behind `rng`: Philox blocks keyed by the evaluation's seed,
-/// consumed in evaluation order.
+/// consumed in evaluation order, word after word. Word `p` of the stream
+/// is word `p % 4` of block `p / 4` ([`rng_stream_block`]); each element
+/// an `rng` instruction makes takes the next [`rng_words_per_element`]
+/// words, so a backend can compute any element from the stream's position
+/// alone.
 pub(crate) struct RngState {
     key: u64,
     counter: u64,
     buffer: [u32; 4],
     used: usize,
+}
+
+/// Block `counter` of the `rng` stream keyed by `key`.
+pub fn rng_stream_block(key: u64, counter: u64) -> [u32; 4] {
+    philox4x32(
+        [lo32(counter), hi32(counter), 0x6f78_6c61, 0x726e_6721],
+        lo32(key),
+        hi32(key),
+    )
+}
+
+/// How many words of the stream each element of an `rng` of `distribution`
+/// into `ty` takes, with bounds `(a, b)` (an integer range with no values
+/// takes none: every element is `a`).
+pub fn rng_words_per_element(
+    distribution: RngDistribution,
+    ty: PrimitiveType,
+    a: Scalar,
+    b: Scalar,
+) -> usize {
+    match distribution {
+        RngDistribution::Normal => 4,
+        RngDistribution::Uniform if ty.is_float() => 2,
+        RngDistribution::Uniform => {
+            if b.as_i128() > a.as_i128() {
+                2
+            } else {
+                0
+            }
+        }
+    }
+}
+
+/// A 64-bit draw from two consecutive words, the first the low half.
+fn draw_u64(w0: u32, w1: u32) -> u64 {
+    w0 as u64 | (w1 as u64) << 32
+}
+
+/// Uniform on [0, 1) with 53 random bits, from two words.
+pub fn rng_unit(w0: u32, w1: u32) -> f64 {
+    (draw_u64(w0, w1) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// `rng`'s uniform float before rounding to the element type: `lo + (hi -
+/// lo) * u`, all in f64.
+pub fn rng_uniform_f64(lo: f64, hi: f64, w: [u32; 2]) -> f64 {
+    lo + (hi - lo) * rng_unit(w[0], w[1])
+}
+
+/// `rng`'s normal float before rounding to the element type: Box-Muller in
+/// f64, `mean + sd * z`.
+pub fn rng_normal_f64(mean: f64, sd: f64, w: [u32; 4]) -> f64 {
+    let u1 = 1.0 - rng_unit(w[0], w[1]);
+    let u2 = rng_unit(w[2], w[3]);
+    let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+    mean + sd * z
+}
+
+/// `rng`'s uniform integer in `[lo, lo + range)`, `range` positive.
+pub fn rng_uniform_int(lo: i128, range: i128, w: [u32; 2]) -> i128 {
+    lo + ((draw_u64(w[0], w[1]) as u128 * range as u128) >> 64) as i128
 }
 
 impl RngState {
@@ -244,11 +309,7 @@ impl RngState {
     fn next_u32(&mut self) -> u32 {
         if self.used == 4 {
             let c = self.counter;
-            self.buffer = philox4x32(
-                [lo32(c), hi32(c), 0x6f78_6c61, 0x726e_6721],
-                lo32(self.key),
-                hi32(self.key),
-            );
+            self.buffer = rng_stream_block(self.key, c);
             self.counter = c.wrapping_add(1);
             self.used = 0;
         }
@@ -256,13 +317,31 @@ impl RngState {
         self.buffer[self.used - 1]
     }
 
-    fn next_u64(&mut self) -> u64 {
-        self.next_u32() as u64 | (self.next_u32() as u64) << 32
+    fn next<const N: usize>(&mut self) -> [u32; N] {
+        std::array::from_fn(|_| self.next_u32())
     }
 
-    /// Uniform on [0, 1) with 53 random bits.
-    fn unit_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    /// The key, and the index of the next word.
+    pub(crate) fn position(&self) -> (u64, u128) {
+        // `used` is 4 before the first block (counter 0) and after a
+        // block is used up, so this never goes below zero.
+        (self.key, (self.counter as u128 * 4 + self.used as u128) - 4)
+    }
+
+    /// Moves the stream to word `p`.
+    pub(crate) fn seek(&mut self, p: u128) {
+        let block = (p / 4) as u64;
+        match (p % 4) as usize {
+            0 => {
+                self.counter = block;
+                self.used = 4;
+            }
+            used => {
+                self.buffer = rng_stream_block(self.key, block);
+                self.counter = block.wrapping_add(1);
+                self.used = used;
+            }
+        }
     }
 }
 
@@ -283,16 +362,12 @@ impl Interpreter<'_> {
                     if !ty.is_float() {
                         return fail(format!("rng_normal does not support {ty}"));
                     }
-                    // Box-Muller in f64, rounded once to the element type.
-                    let u1 = 1.0 - rng.unit_f64();
-                    let u2 = rng.unit_f64();
-                    let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
-                    let v = a.to_scalar().as_f64() + b.to_scalar().as_f64() * z;
-                    element::convert(Elem::F64(v), ty)
+                    let (mean, sd) = (a.to_scalar().as_f64(), b.to_scalar().as_f64());
+                    element::convert(Elem::F64(rng_normal_f64(mean, sd, rng.next())), ty)
                 }
                 RngDistribution::Uniform if ty.is_float() => {
                     let (lo, hi) = (a.to_scalar().as_f64(), b.to_scalar().as_f64());
-                    let v = element::convert(Elem::F64(lo + (hi - lo) * rng.unit_f64()), ty);
+                    let v = element::convert(Elem::F64(rng_uniform_f64(lo, hi, rng.next())), ty);
                     // Rounding may land on `hi`; keep the interval half-open.
                     if hi > lo && v.to_scalar().as_f64() >= hi {
                         a
@@ -306,7 +381,7 @@ impl Interpreter<'_> {
                     let v = if range <= 0 {
                         lo
                     } else {
-                        lo + ((rng.next_u64() as u128 * range as u128) >> 64) as i128
+                        rng_uniform_int(lo, range, rng.next())
                     };
                     Elem::from_scalar(ty, Scalar::Int(v))
                 }
@@ -317,5 +392,30 @@ impl Interpreter<'_> {
             e.write(&mut data, i);
         }
         Ok(Value::array(make_array(out, data)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RngState;
+
+    /// Seeking to any word gives the words drawing up to it would have
+    /// left next, and the position counts the words drawn.
+    #[test]
+    fn seeking_gives_the_words_drawing_would() {
+        let mut drawn = RngState::new(42);
+        let words: Vec<u32> = (0..13).map(|_| drawn.next_u32()).collect();
+        assert_eq!(drawn.position(), (42, 13));
+        for p in 0..13 {
+            let mut s = RngState::new(42);
+            s.seek(p as u128);
+            assert_eq!(s.position(), (42, p as u128));
+            let rest: Vec<u32> = (p..13).map(|_| s.next_u32()).collect();
+            assert_eq!(rest, words[p..]);
+        }
+        // Words differ from block to block and key to key.
+        assert_ne!(words[0..4], words[4..8]);
+        let mut other = RngState::new(43);
+        assert_ne!(other.next_u32(), words[0]);
     }
 }
