@@ -1676,3 +1676,74 @@ fn empty_arrays_with_huge_dimensions() {
         assert!(got.first_mismatch(&want, 0.0, 0.0).is_none(), "{text}");
     }
 }
+
+/// `topk` of rows with many ties (small integers, repeated floats), NaNs of
+/// both signs, zeros of both signs and infinities, largest and smallest,
+/// short and long `k`: the CPU's values and indices are the interpreter's
+/// (a stable sort's first `k`: ties to the lower index).
+#[test]
+fn topk_keeps_the_interpreters_order_and_ties() {
+    let topk = |ty: &str, dims: &str, out: &str, k: usize, largest: bool| {
+        format!(
+            "HloModule t\nENTRY e {{\n  x = {ty}[{dims}] parameter(0)\n  ROOT t = ({ty}[{out}], s32[{out}]) topk(x), k={k}, largest={largest}\n}}\n"
+        )
+    };
+    for largest in [true, false] {
+        // Short k (the kept-keys buffer) and long (selection), on rows
+        // large enough to split across threads; integers with many ties.
+        for (ty, k) in [
+            ("f32", 5),
+            ("f32", 300),
+            ("s32", 7),
+            ("s32", 1000),
+            ("u8", 3),
+            ("bf16", 9),
+        ] {
+            check_kernel(
+                &topk(ty, "300,1000", &format!("300,{k}"), k, largest),
+                "topk",
+            );
+        }
+        check_kernel(&topk("f64", "4,3,50", "4,3,50", 50, largest), "topk");
+        check_kernel(&topk("s64", "77", "1", 1, largest), "topk");
+        check_kernel(&topk("f16", "0,5", "0,2", 2, largest), "topk");
+    }
+    // Special values, each several times, in every order.
+    let specials = [
+        f32::NAN,
+        -f32::NAN,
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1.0,
+        -1.0,
+        f32::MIN_POSITIVE,
+    ];
+    let mut seed = 5u64;
+    let row: Vec<f32> = (0..3 * 40)
+        .map(|_| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            specials[(seed >> 33) as usize % specials.len()]
+        })
+        .collect();
+    let x = Literal::Array(
+        ArrayLiteral::new(
+            oxla_hlo::ArrayShape::new(PrimitiveType::F32, [3, 40]).unwrap(),
+            ArrayData::F32(row),
+        )
+        .unwrap(),
+    );
+    for largest in [true, false] {
+        for k in [1, 6, 40] {
+            let (got, want) = run_both(
+                &topk("f32", "3,40", &format!("3,{k}"), k, largest),
+                &[x.clone()],
+            );
+            assert!(
+                got.bitwise_eq(&want),
+                "k={k} largest={largest}: {got:?} against {want:?}"
+            );
+        }
+    }
+}

@@ -58,6 +58,7 @@ pub(crate) mod slices;
 pub(crate) mod sort;
 pub(crate) mod stream;
 pub(crate) mod tiled;
+pub(crate) mod topk;
 pub(crate) mod typed;
 pub(crate) mod view;
 pub(crate) mod window;
@@ -117,6 +118,7 @@ pub(crate) fn select(
         Opcode::ReduceWindow => {
             window::plan_reduce_window(module, comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>)
         }
+        Opcode::TopK => topk::plan(comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>),
         Opcode::RngBitGenerator => random::plan(instr).map(|k| Box::new(k) as Box<dyn Kernel>),
         Opcode::SelectAndScatter => window::plan_select_and_scatter(module, comp, instr)
             .map(|k| Box::new(k) as Box<dyn Kernel>),

@@ -241,7 +241,7 @@ fn key_loop(
 }
 
 /// A key that orders like the comparison: unsigned integers, possibly inverted.
-trait RadixKey: Copy {
+pub(crate) trait RadixKey: Copy {
     fn bits(self) -> u64;
 }
 
