@@ -1738,7 +1738,7 @@ fn topk_keeps_the_interpreters_order_and_ties() {
         for k in [1, 6, 40] {
             let (got, want) = run_both(
                 &topk("f32", "3,40", &format!("3,{k}"), k, largest),
-                &[x.clone()],
+                std::slice::from_ref(&x),
             );
             assert!(
                 got.bitwise_eq(&want),
