@@ -1183,6 +1183,24 @@ fn scatters_in_every_layout_and_combiner() {
             "scatter",
         );
     }
+    // Half precision (each combination computed in f32 and rounded) and
+    // narrow integers (wrapping), large enough to split across threads.
+    for (ty, op) in [
+        ("bf16", "add(a, b)"),
+        ("f16", "add(a, b)"),
+        ("bf16", "maximum(a, b)"),
+        ("f16", "multiply(b, a)"),
+        ("s8", "add(a, b)"),
+        ("u16", "multiply(a, b)"),
+        ("u8", "minimum(a, b)"),
+    ] {
+        check_kernel(
+            &format!(
+                "HloModule t\nf {{\n  a = {ty}[] parameter(0)\n  b = {ty}[] parameter(1)\n  ROOT r = {ty}[] {op}\n}}\nENTRY e {{\n  x = {ty}[999,70] parameter(0)\n  i = s32[4096,1] parameter(1)\n  u = {ty}[4096,70] parameter(2)\n  ROOT s = {ty}[999,70] scatter(x, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=f\n}}\n"
+            ),
+            "scatter",
+        );
+    }
     // Batching dimensions, scalar updates, pred assignment.
     check_kernel(
         "HloModule t\nset {\n  a = pred[] parameter(0)\n  ROOT b = pred[] parameter(1)\n}\nENTRY e {\n  x = pred[4,8] parameter(0)\n  i = u8[4,3,1] parameter(1)\n  u = pred[4,3] parameter(2)\n  ROOT s = pred[4,8] scatter(x, i, u), update_window_dims={}, inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, input_batching_dims={0}, scatter_indices_batching_dims={0}, index_vector_dim=2, to_apply=set\n}\n",

@@ -547,7 +547,29 @@ macro_rules! combinable_int {
 }
 
 combinable_float!(f32, f64);
-combinable_int!(i32, i64, u32, u64);
+combinable_int!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+/// Half-precision combiners compute in f32 and round once, as the
+/// interpreter (and XLA:CPU) does each half-precision operation.
+macro_rules! combinable_half {
+    ($($t:ty),*) => {$(
+        impl Combinable for $t {
+            #[inline(always)]
+            fn combine(op: Combine, a: $t, b: $t) -> $t {
+                let (x, y) = (a.to_f32(), b.to_f32());
+                match op {
+                    Combine::Assign => b,
+                    Combine::Add => <$t>::from_f32(x + y),
+                    Combine::Mul => <$t>::from_f32(x * y),
+                    Combine::Max => <$t>::from_f32(super::minmax::max(x, y)),
+                    Combine::Min => <$t>::from_f32(super::minmax::min(x, y)),
+                }
+            }
+        }
+    )*};
+}
+
+combinable_half!(oxla_hlo::half::f16, oxla_hlo::half::bf16);
 
 /// One dimension of the updates: a scatter dimension moves to another batch
 /// position, a window dimension along the operand.
@@ -582,15 +604,8 @@ pub(crate) fn plan_scatter(
     let u_shape = comp.instruction(instr.operands[2]).shape.as_array()?;
     let ty = x_shape.element_type();
     let (op, swapped) = combiner(module, instr)?;
-    let typed = matches!(
-        ty,
-        PrimitiveType::F32
-            | PrimitiveType::F64
-            | PrimitiveType::S32
-            | PrimitiveType::S64
-            | PrimitiveType::U32
-            | PrimitiveType::U64
-    );
+    use PrimitiveType::*;
+    let typed = ty.is_integral() || matches!(ty, F16 | BF16 | F32 | F64);
     if u_shape.element_type() != ty
         || instr.shape.as_array()?.dims() != x_shape.dims()
         || (op != Combine::Assign && !typed)
@@ -874,10 +889,16 @@ impl Kernel for ScatterKernel {
         let x = target.data_mut();
         let done = match (self.op, x.element_type()) {
             (Combine::Assign, _) => with_array_data!(x, v => self.assign(v, u, &offsets)),
+            (_, PrimitiveType::F16) => self.combine_typed::<oxla_hlo::half::f16>(x, u, &offsets),
+            (_, PrimitiveType::BF16) => self.combine_typed::<oxla_hlo::half::bf16>(x, u, &offsets),
             (_, PrimitiveType::F32) => self.combine_typed::<f32>(x, u, &offsets),
             (_, PrimitiveType::F64) => self.combine_typed::<f64>(x, u, &offsets),
+            (_, PrimitiveType::S8) => self.combine_typed::<i8>(x, u, &offsets),
+            (_, PrimitiveType::S16) => self.combine_typed::<i16>(x, u, &offsets),
             (_, PrimitiveType::S32) => self.combine_typed::<i32>(x, u, &offsets),
             (_, PrimitiveType::S64) => self.combine_typed::<i64>(x, u, &offsets),
+            (_, PrimitiveType::U8) => self.combine_typed::<u8>(x, u, &offsets),
+            (_, PrimitiveType::U16) => self.combine_typed::<u16>(x, u, &offsets),
             (_, PrimitiveType::U32) => self.combine_typed::<u32>(x, u, &offsets),
             (_, PrimitiveType::U64) => self.combine_typed::<u64>(x, u, &offsets),
             _ => false,
