@@ -36,7 +36,7 @@ fn triad(a: &mut [f32], b: &[f32], c: &[f32], s: f32, stream: bool) {
             }
             _mm_sfence();
         }
-        if a.as_ptr().align_offset(64) == 0 && a.len() % 16 == 0 {
+        if a.as_ptr().align_offset(64) == 0 && a.len().is_multiple_of(16) {
             // SAFETY: checked just above; the callers pass equal lengths.
             return unsafe { nt(a, b, c, s) };
         }
@@ -99,5 +99,8 @@ fn main() {
             println!("{t} thread(s), {kind} stores: triad {gbs:.1} GB/s");
         }
     }
-    assert!(a[oa..oa + N].iter().all(|&x| x == 7.0), "the triad's values");
+    assert!(
+        a[oa..oa + N].iter().all(|&x| x == 7.0),
+        "the triad's values"
+    );
 }

@@ -1765,3 +1765,131 @@ fn topk_keeps_the_interpreters_order_and_ties() {
         }
     }
 }
+
+/// `convert` between every pair of non-complex types runs as a typed (or
+/// fused) loop
+/// and gives the interpreter's bits: NaNs (payloads and signs), infinities,
+/// zeros of both signs, halves, values past every integer range and at
+/// the half types' rounding midpoints, on one thread and across the pool.
+#[test]
+fn conversions_between_every_pair_of_types_are_exact() {
+    use PrimitiveType::*;
+    use oxla_hlo::{NativeType, Scalar};
+    let types = [
+        ("pred", Pred),
+        ("s8", S8),
+        ("s16", S16),
+        ("s32", S32),
+        ("s64", S64),
+        ("u8", U8),
+        ("u16", U16),
+        ("u32", U32),
+        ("u64", U64),
+        ("f16", F16),
+        ("bf16", BF16),
+        ("f32", F32),
+        ("f64", F64),
+    ];
+    let mut specials: Vec<Scalar> = [
+        f64::NAN,
+        -f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        1.5,
+        2.5,
+        -2.5,
+        127.5,
+        128.0,
+        -129.0,
+        255.9,
+        65504.0,
+        65520.0,
+        70000.0,
+        3e9,
+        -3e9,
+        1e20,
+        -1e20,
+        1.0 + 1.0 / 256.0,
+        1.0 + 3.0 / 512.0,
+        6e-8,
+        1e-40,
+        -1e-45,
+        f64::MAX,
+    ]
+    .into_iter()
+    .map(Scalar::Float)
+    .collect();
+    specials.extend(
+        [
+            0,
+            1,
+            -1,
+            127,
+            -128,
+            255,
+            256,
+            32767,
+            -32768,
+            65535,
+            1 << 24,
+            (1 << 24) + 1,
+        ]
+        .into_iter()
+        .map(Scalar::Int),
+    );
+    specials.extend([i64::MAX as i128, i64::MIN as i128, u64::MAX as i128].map(Scalar::Int));
+    // NaNs with payloads, through f32 bits.
+    specials.extend(
+        [0x7fc0_0001u32, 0xffa0_0000, 0x7f80_0001, 0x7fff_ffff]
+            .map(|b| Scalar::Float(f32::from_bits(b) as f64)),
+    );
+    for (from_name, from) in types {
+        for n in [specials.len(), 300_001] {
+            let values: Vec<Scalar> = (0..n)
+                .map(|i| match i % 3 {
+                    0 => specials[i % specials.len()],
+                    // Spread values, fractional and large.
+                    1 => Scalar::Float(((i as f64) * 0.37).sin() * 10f64.powi((i % 23) as i32 - 4)),
+                    _ => Scalar::Int((i as i128 * 7919) % 100_003 - 50_000),
+                })
+                .collect();
+            let data = oxla_hlo::with_native_type!(from, T => T::wrap(
+                values.iter().map(|&v| T::from_scalar(v)).collect()
+            ));
+            let x = Literal::Array(
+                ArrayLiteral::new(oxla_hlo::ArrayShape::new(from, [n as i64]).unwrap(), data)
+                    .unwrap(),
+            );
+            for (to_name, _) in types {
+                let text = format!(
+                    "HloModule c\nENTRY e {{\n  x = {from_name}[{n}] parameter(0)\n  ROOT c = {to_name}[{n}] convert(x)\n}}\n"
+                );
+                if from_name == to_name {
+                    continue;
+                }
+                let module = oxla_text::parse_module(&text).unwrap();
+                let exe = oxla_cpu::compile(&module).unwrap();
+                let listing = exe.describe();
+                assert!(
+                    listing.contains("element-wise (typed)") || listing.contains("fused loop"),
+                    "{from_name} to {to_name} is not a typed or fused loop:\n{listing}"
+                );
+                let options = EvalOptions::default();
+                let got = exe
+                    .execute(std::slice::from_ref(&x), &options, &NoServices)
+                    .unwrap();
+                let want =
+                    oxla_interp::evaluate(&module, std::slice::from_ref(&x), &options, &NoServices)
+                        .unwrap();
+                assert!(
+                    got.bitwise_eq(&want),
+                    "{from_name} to {to_name} (n = {n}) differs"
+                );
+            }
+        }
+    }
+}

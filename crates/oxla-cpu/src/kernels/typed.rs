@@ -635,48 +635,143 @@ fn convert_with<S: NativeType, D: NativeType>(
     }
 }
 
-/// The typed `convert` from `from` to `to`, both integer or f32/f64 types.
-/// Rust's `as` is XLA's rule between them: integers wrap to narrower
-/// integers, integers and f64 round to nearest even into floats, and floats
-/// go to integers toward zero, saturating, with NaN as 0.
+/// [`convert_with`] for conversions, split across the pool for whole
+/// arrays (an element-wise kernel's); tiles and small-state loops are far
+/// below the threshold.
+fn convert_each<S: NativeType, D: NativeType>(
+    x: &ArrayData,
+    o: &mut ArrayData,
+    f: impl Fn(S) -> D + Copy + Send + Sync,
+) -> bool {
+    match (S::slice(x), D::slice_mut(o)) {
+        (Some(x), Some(o)) if x.len() == o.len() => {
+            // `move`: the loop owns `f` and what it captured (a rotation's
+            // amount), so the compiler knows the stores cannot change them
+            // and keeps them in registers; borrowed, they were reloaded
+            // every element and the loop stayed scalar.
+            let run = move |o: &mut [D], x: &[S]| {
+                vectorized(o.len(), move || {
+                    for (o, &x) in o.iter_mut().zip(x) {
+                        *o = f(x);
+                    }
+                })
+            };
+            if o.len() >= super::fused::PARALLEL_MIN {
+                use rayon::prelude::*;
+                const PIECE: usize = 1 << 14;
+                o.par_chunks_mut(PIECE)
+                    .zip(x.par_chunks(PIECE))
+                    .for_each(|(o, x)| run(o, x));
+            } else {
+                run(o, x);
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The typed `convert` from `from` to `to`, for every pair of types but
+/// complex ones. Between integers, f32 and f64, Rust's `as` is XLA's rule:
+/// integers wrap to narrower integers, integers and f64 round to nearest
+/// even into floats, and floats go to integers toward zero, saturating,
+/// with NaN as 0. Half types widen exactly and round once to nearest even
+/// from f32 (`half`'s conversions, which keep a NaN's sign and leading
+/// payload bits as the interpreter's do); integers and f64 reach them
+/// through f32 (rounding twice, as XLA:CPU does). Every other pair (predicates) converts through the
+/// interpreter's own scalar rule, `NativeType::from_scalar`.
 pub(crate) fn convert_fn(from: PrimitiveType, to: PrimitiveType) -> Option<ConvertFn> {
-    macro_rules! to {
-        ($s:ty) => {
+    use PrimitiveType::*;
+    use oxla_hlo::half::{bf16, f16};
+    if from.is_complex() || to.is_complex() {
+        return None;
+    }
+    let plain =
+        |t: PrimitiveType| matches!(t, S8 | S16 | S32 | S64 | U8 | U16 | U32 | U64 | F32 | F64);
+    macro_rules! as_to {
+        ($s:ty, $($t:ident => $d:ty),*) => {
             match to {
-                PrimitiveType::S32 => {
-                    Some((|x, o| convert_with::<$s, i32>(x, o, |v| v as i32)) as ConvertFn)
-                }
-                PrimitiveType::S64 => {
-                    Some((|x, o| convert_with::<$s, i64>(x, o, |v| v as i64)) as ConvertFn)
-                }
-                PrimitiveType::U8 => {
-                    Some((|x, o| convert_with::<$s, u8>(x, o, |v| v as u8)) as ConvertFn)
-                }
-                PrimitiveType::U32 => {
-                    Some((|x, o| convert_with::<$s, u32>(x, o, |v| v as u32)) as ConvertFn)
-                }
-                PrimitiveType::U64 => {
-                    Some((|x, o| convert_with::<$s, u64>(x, o, |v| v as u64)) as ConvertFn)
-                }
-                PrimitiveType::F32 => {
-                    Some((|x, o| convert_with::<$s, f32>(x, o, |v| v as f32)) as ConvertFn)
-                }
-                PrimitiveType::F64 => {
-                    Some((|x, o| convert_with::<$s, f64>(x, o, |v| v as f64)) as ConvertFn)
-                }
+                $($t => Some((|x, o| convert_each::<$s, $d>(x, o, |v| v as $d)) as ConvertFn),)*
                 _ => None,
             }
         };
     }
-    match from {
-        PrimitiveType::S32 => to!(i32),
-        PrimitiveType::S64 => to!(i64),
-        PrimitiveType::U8 => to!(u8),
-        PrimitiveType::U32 => to!(u32),
-        PrimitiveType::U64 => to!(u64),
-        PrimitiveType::F32 => to!(f32),
-        PrimitiveType::F64 => to!(f64),
-        _ => None,
+    macro_rules! as_from {
+        ($($f:ident => $s:ty),*) => {
+            match from {
+                $($f => as_to!($s, S8 => i8, S16 => i16, S32 => i32, S64 => i64, U8 => u8,
+                    U16 => u16, U32 => u32, U64 => u64, F32 => f32, F64 => f64),)*
+                _ => None,
+            }
+        };
+    }
+    // A half type from a plain type, through f32.
+    macro_rules! half_from {
+        ($h:ty, $($f:ident => $s:ty),*) => {
+            match from {
+                $($f => Some((|x, o| {
+                    convert_each::<$s, $h>(x, o, |v| <$h>::from_f32(v as f32))
+                }) as ConvertFn),)*
+                _ => None,
+            }
+        };
+    }
+    // A plain type from a half type, through its exact f32.
+    macro_rules! from_half {
+        ($h:ty, $($t:ident => $d:ty),*) => {
+            match to {
+                $($t => Some((|x, o| convert_each::<$h, $d>(x, o, |v| v.to_f32() as $d)) as ConvertFn),)*
+                _ => None,
+            }
+        };
+    }
+    macro_rules! scalar {
+        ($($f:ident => $s:ty),*) => {{
+            macro_rules! scalar_to {
+                ($ss:ty) => {
+                    match to {
+                        Pred => Some((|x, o| convert_each::<$ss, bool>(x, o, |v| bool::from_scalar(v.to_scalar()))) as ConvertFn),
+                        S8 => Some((|x, o| convert_each::<$ss, i8>(x, o, |v| i8::from_scalar(v.to_scalar()))) as ConvertFn),
+                        S16 => Some((|x, o| convert_each::<$ss, i16>(x, o, |v| i16::from_scalar(v.to_scalar()))) as ConvertFn),
+                        S32 => Some((|x, o| convert_each::<$ss, i32>(x, o, |v| i32::from_scalar(v.to_scalar()))) as ConvertFn),
+                        S64 => Some((|x, o| convert_each::<$ss, i64>(x, o, |v| i64::from_scalar(v.to_scalar()))) as ConvertFn),
+                        U8 => Some((|x, o| convert_each::<$ss, u8>(x, o, |v| u8::from_scalar(v.to_scalar()))) as ConvertFn),
+                        U16 => Some((|x, o| convert_each::<$ss, u16>(x, o, |v| u16::from_scalar(v.to_scalar()))) as ConvertFn),
+                        U32 => Some((|x, o| convert_each::<$ss, u32>(x, o, |v| u32::from_scalar(v.to_scalar()))) as ConvertFn),
+                        U64 => Some((|x, o| convert_each::<$ss, u64>(x, o, |v| u64::from_scalar(v.to_scalar()))) as ConvertFn),
+                        F16 => Some((|x, o| convert_each::<$ss, f16>(x, o, |v| f16::from_scalar(v.to_scalar()))) as ConvertFn),
+                        BF16 => Some((|x, o| convert_each::<$ss, bf16>(x, o, |v| bf16::from_scalar(v.to_scalar()))) as ConvertFn),
+                        F32 => Some((|x, o| convert_each::<$ss, f32>(x, o, |v| f32::from_scalar(v.to_scalar()))) as ConvertFn),
+                        F64 => Some((|x, o| convert_each::<$ss, f64>(x, o, |v| f64::from_scalar(v.to_scalar()))) as ConvertFn),
+                        _ => None,
+                    }
+                };
+            }
+            match from {
+                $($f => scalar_to!($s),)*
+                _ => None,
+            }
+        }};
+    }
+    match (from, to) {
+        (f, t) if plain(f) && plain(t) => as_from!(S8 => i8, S16 => i16, S32 => i32, S64 => i64,
+            U8 => u8, U16 => u16, U32 => u32, U64 => u64, F32 => f32, F64 => f64),
+        (f, F16) if plain(f) => half_from!(f16, S8 => i8, S16 => i16, S32 => i32, S64 => i64,
+            U8 => u8, U16 => u16, U32 => u32, U64 => u64, F32 => f32, F64 => f64),
+        (f, BF16) if plain(f) => half_from!(bf16, S8 => i8, S16 => i16, S32 => i32, S64 => i64,
+            U8 => u8, U16 => u16, U32 => u32, U64 => u64, F32 => f32, F64 => f64),
+        (F16, t) if plain(t) => from_half!(f16, S8 => i8, S16 => i16, S32 => i32, S64 => i64,
+            U8 => u8, U16 => u16, U32 => u32, U64 => u64, F32 => f32, F64 => f64),
+        (BF16, t) if plain(t) => from_half!(bf16, S8 => i8, S16 => i16, S32 => i32, S64 => i64,
+            U8 => u8, U16 => u16, U32 => u32, U64 => u64, F32 => f32, F64 => f64),
+        (F16, BF16) => Some(
+            (|x, o| convert_each::<f16, bf16>(x, o, |v| bf16::from_f32(v.to_f32()))) as ConvertFn,
+        ),
+        (BF16, F16) => Some(
+            (|x, o| convert_each::<bf16, f16>(x, o, |v| f16::from_f32(v.to_f32()))) as ConvertFn,
+        ),
+        _ => scalar!(Pred => bool, S8 => i8, S16 => i16, S32 => i32, S64 => i64, U8 => u8,
+            U16 => u16, U32 => u32, U64 => u64, F16 => f16, BF16 => bf16, F32 => f32, F64 => f64),
     }
 }
 
