@@ -198,6 +198,51 @@ fn pass_with<T: Elem>(
     if out.is_empty() {
         return (out, out_dims);
     }
+    // A window over the whole dimension, padded to reach back to its start
+    // from every output (a cumulative sum, product, maximum or minimum,
+    // as JAX writes them) or forward to its end (the reversed ones): a
+    // running scan instead of a window per output. The prefix scan takes
+    // each output's inputs in the window's order, as the general pass does.
+    let whole = w.stride == 1 && w.window_dilation == 1 && w.base_dilation == 1 && n > 0;
+    let whole = whole && w.size == n as i64 && m == n;
+    let prefix = whole && w.pad_low == n as i64 - 1 && w.pad_high == 0;
+    let suffix = whole && w.pad_low == 0 && w.pad_high == n as i64 - 1;
+    if prefix || suffix {
+        if inner == 1 {
+            // Along the innermost dimension: a dependent chain per row, so
+            // rows are scanned eight at a time, their chains interleaved.
+            let rows = |(g, dst): (usize, &mut [T])| {
+                let src = &input[g * ROWS * n..(g * ROWS * n + dst.len())];
+                scan_rows(src, dst, n, prefix, T::identity(op), &f);
+            };
+            if outer * n >= 1 << 16 && outer > ROWS {
+                out.par_chunks_mut(ROWS * n).enumerate().for_each(rows);
+            } else {
+                out.chunks_mut(ROWS * n).enumerate().for_each(rows);
+            }
+            return (out, out_dims);
+        }
+        let level = simd_level();
+        let scan = |(block, dst): (usize, &mut [T])| {
+            let src = &input[block * n * inner..(block + 1) * n * inner];
+            let id = T::identity(op);
+            match level {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the CPU has these features (simd_level checked).
+                Level::Avx512 => unsafe { scan_avx512(src, dst, inner, prefix, id, &f) },
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: as above.
+                Level::Avx2 => unsafe { scan_avx2(src, dst, inner, prefix, id, &f) },
+                _ => scan_block(src, dst, inner, prefix, id, &f),
+            }
+        };
+        if outer * n * inner >= 1 << 16 && outer > 1 {
+            out.par_chunks_mut(n * inner).enumerate().for_each(scan);
+        } else {
+            out.chunks_mut(n * inner).enumerate().for_each(scan);
+        }
+        return (out, out_dims);
+    }
     let taps: Vec<Vec<usize>> = (0..m)
         .map(|o| {
             (0..w.size as usize)
@@ -248,6 +293,114 @@ fn pass_with<T: Elem>(
         out.chunks_mut(m * inner).enumerate().for_each(work);
     }
     (out, out_dims)
+}
+
+/// A running scan of one block `[n, inner]` along its rows: row `o` of
+/// `dst` combines rows `0..=o` of `src` (`prefix`), or rows `o..n`, from
+/// `identity`, vectorised along the rows.
+#[inline(always)]
+fn scan_block<T: Elem>(
+    src: &[T],
+    dst: &mut [T],
+    inner: usize,
+    prefix: bool,
+    identity: T,
+    f: &impl Fn(T, T) -> T,
+) {
+    let mut rows: Vec<(&[T], usize)> = src.chunks_exact(inner).zip(0..).collect();
+    if !prefix {
+        rows.reverse();
+    }
+    let mut previous: Option<usize> = None;
+    for (row, o) in rows {
+        match previous {
+            None => {
+                for (d, &x) in dst[o * inner..(o + 1) * inner].iter_mut().zip(row) {
+                    *d = f(identity, x);
+                }
+            }
+            Some(p) => {
+                // Rows p and o of dst, apart.
+                let (a, b) = dst.split_at_mut(o.max(p) * inner);
+                let (last, out) = match o > p {
+                    true => (&a[p * inner..(p + 1) * inner], &mut b[..inner]),
+                    false => (&b[..inner], &mut a[o * inner..(o + 1) * inner]),
+                };
+                for ((d, &acc), &x) in out.iter_mut().zip(last).zip(row) {
+                    *d = f(acc, x);
+                }
+            }
+        }
+        previous = Some(o);
+    }
+}
+
+/// Rows scanned together by [`scan_rows`].
+const ROWS: usize = 8;
+
+/// Running scans of up to [`ROWS`] rows of `n` (`src` and `dst` hold them
+/// one after another), each from `identity`, forward (`prefix`) or from
+/// the end, the rows' chains interleaved.
+fn scan_rows<T: Elem>(
+    src: &[T],
+    dst: &mut [T],
+    n: usize,
+    prefix: bool,
+    identity: T,
+    f: &impl Fn(T, T) -> T,
+) {
+    let rows = dst.len() / n;
+    if rows == ROWS {
+        let mut acc = [identity; ROWS];
+        let mut step = |i: usize| {
+            for (r, a) in acc.iter_mut().enumerate() {
+                *a = f(*a, src[r * n + i]);
+                dst[r * n + i] = *a;
+            }
+        };
+        match prefix {
+            true => (0..n).for_each(&mut step),
+            false => (0..n).rev().for_each(&mut step),
+        }
+        return;
+    }
+    for (src, dst) in src.chunks_exact(n).zip(dst.chunks_exact_mut(n)) {
+        let mut acc = identity;
+        let mut step = |i: usize| {
+            acc = f(acc, src[i]);
+            dst[i] = acc;
+        };
+        match prefix {
+            true => (0..n).for_each(&mut step),
+            false => (0..n).rev().for_each(&mut step),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+unsafe fn scan_avx512<T: Elem>(
+    src: &[T],
+    dst: &mut [T],
+    inner: usize,
+    prefix: bool,
+    identity: T,
+    f: &impl Fn(T, T) -> T,
+) {
+    scan_block(src, dst, inner, prefix, identity, f)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn scan_avx2<T: Elem>(
+    src: &[T],
+    dst: &mut [T],
+    inner: usize,
+    prefix: bool,
+    identity: T,
+    f: &impl Fn(T, T) -> T,
+) {
+    scan_block(src, dst, inner, prefix, identity, f)
 }
 
 /// The read side of one block of a pass.
