@@ -58,6 +58,23 @@ fn random(shape: &Shape, seed: &mut u64) -> Literal {
                 })
                 .collect(),
         ),
+        PrimitiveType::C64 => ArrayData::C64(
+            (0..n)
+                .map(|_| {
+                    oxla_hlo::num_complex::Complex32::new(
+                        (next() * 4.0 - 2.0) as f32,
+                        (next() * 4.0 - 2.0) as f32,
+                    )
+                })
+                .collect(),
+        ),
+        PrimitiveType::C128 => ArrayData::C128(
+            (0..n)
+                .map(|_| {
+                    oxla_hlo::num_complex::Complex64::new(next() * 4.0 - 2.0, next() * 4.0 - 2.0)
+                })
+                .collect(),
+        ),
         other => panic!("no random {other}"),
     };
     Literal::Array(ArrayLiteral::new(a.clone(), data).unwrap())
@@ -1944,4 +1961,56 @@ fn cumulative_windows_run_as_scans() {
         ),
         1e-5,
     );
+}
+
+/// `fft` of every kind, complex and real, single and double precision,
+/// over one to three trailing dimensions of lengths with and without
+/// small factors (and one), and large enough to split across the pool:
+/// the CPU's O(n log n) transforms agree with the interpreter's direct
+/// sums.
+#[test]
+fn ffts_of_every_kind_agree_with_the_direct_sums() {
+    let fft = |ty: &str, dims: &str, out_ty: &str, out: &str, kind: &str, len: &str| {
+        format!(
+            "HloModule f\nENTRY e {{\n  x = {ty}[{dims}] parameter(0)\n  ROOT r = {out_ty}[{out}] fft(x), fft_type={kind}, fft_length={{{len}}}\n}}\n"
+        )
+    };
+    for (c, r) in [("c64", "f32"), ("c128", "f64")] {
+        for (dims, len) in [
+            ("3,12", "12"),
+            ("2,7,10", "7,10"),
+            ("5,1", "1"),
+            ("2,3,4,6", "3,4,6"),
+        ] {
+            for kind in ["FFT", "IFFT"] {
+                let listing = check_exe(&fft(c, dims, c, dims, kind, len), 1e-5);
+                assert!(listing.contains("= fft"), "{listing}");
+            }
+        }
+        for (dims, out, len) in [
+            ("3,12", "3,7", "12"),
+            ("2,7,9", "2,7,5", "7,9"),
+            ("4,1", "4,1", "1"),
+        ] {
+            let listing = check_exe(&fft(r, dims, c, out, "RFFT", len), 1e-5);
+            assert!(listing.contains("= fft"), "{listing}");
+            let listing = check_exe(&fft(c, out, r, dims, "IRFFT", len), 1e-5);
+            assert!(listing.contains("= fft"), "{listing}");
+        }
+    }
+    // Large: many lines along the last axis, and a transform of the
+    // outermost axis (one block of many lines).
+    for text in [
+        fft("c64", "128,1030", "c64", "128,1030", "FFT", "1030"),
+        fft("c64", "1030,130", "c64", "1030,130", "IFFT", "1030,130"),
+        fft("f32", "130,1024", "c64", "130,513", "RFFT", "1024"),
+        fft("c64", "130,513", "f32", "130,1024", "IRFFT", "1024"),
+    ] {
+        let module = oxla_text::parse_module(&text).unwrap();
+        let args = arguments(&module, 3);
+        let (got, want) = run_both(&text, &args);
+        if let Some(m) = got.first_mismatch(&want, 1e-5, 1e-5) {
+            panic!("{m}\n{text}");
+        }
+    }
 }

@@ -44,6 +44,7 @@ pub(crate) mod conv;
 pub(crate) mod copy;
 pub(crate) mod dot;
 pub(crate) mod elementwise;
+pub(crate) mod fft;
 pub(crate) mod fold;
 pub(crate) mod fused;
 pub(crate) mod gather;
@@ -118,6 +119,7 @@ pub(crate) fn select(
         Opcode::ReduceWindow => {
             window::plan_reduce_window(module, comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>)
         }
+        Opcode::Fft => fft::plan(comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>),
         Opcode::TopK => topk::plan(comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>),
         Opcode::RngBitGenerator => random::plan(instr).map(|k| Box::new(k) as Box<dyn Kernel>),
         Opcode::SelectAndScatter => window::plan_select_and_scatter(module, comp, instr)

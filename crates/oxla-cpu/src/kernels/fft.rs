@@ -1,0 +1,231 @@
+//! `fft` (FFT, IFFT, RFFT, IRFFT over the trailing `fft_length`
+//! dimensions) through `rustfft`, in f64 whatever the element type: the
+//! interpreter's definition is the exact DFT (which it sums directly, in
+//! f64), so an O(n log n) transform in f64 rounds to the same f32 values
+//! but for the last bit now and then. The axes are transformed one after
+//! another, as the interpreter does: every line along an axis is gathered,
+//! transformed and put back, lines split across the pool when there are
+//! many. Inverse transforms scale by 1/n per axis; IRFFT completes the
+//! last axis's spectrum by Hermitian symmetry (ignoring the imaginary
+//! parts of the DC and Nyquist bins) and keeps the real part.
+
+use std::sync::Arc;
+
+use oxla_hlo::ir::FftType;
+use oxla_hlo::num_complex::{Complex32, Complex64};
+use oxla_hlo::{ArrayData, ArrayLiteral, ArrayShape, HloComputation, HloInstruction};
+use rayon::prelude::*;
+use rustfft::{Fft, FftDirection, FftPlanner};
+
+use super::Kernel;
+use super::fused::PARALLEL_MIN;
+use crate::buffer::Pool;
+use crate::value::Value;
+
+pub(crate) struct FftKernel {
+    kind: FftType,
+    in_dims: Vec<usize>,
+    out: ArrayShape,
+    /// The transformed (trailing) dimensions.
+    axes: Vec<usize>,
+}
+
+pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<FftKernel> {
+    let x = comp
+        .instruction(*instr.operands.first()?)
+        .shape
+        .as_array()?;
+    let out = instr.shape.as_array()?.clone();
+    let kind = instr.attrs.fft_type?;
+    let k = instr.attrs.fft_length.as_ref()?.len();
+    let in_dims = x.dims_usize();
+    let rank = in_dims.len();
+    let out_dims = out.dims_usize();
+    let fits = match kind {
+        FftType::Fft | FftType::Ifft => out_dims == in_dims,
+        FftType::Rfft => {
+            out_dims[..rank - k.min(rank)] == in_dims[..rank - k.min(rank)]
+                && *out_dims.last()? == in_dims.last()? / 2 + 1
+        }
+        FftType::Irfft => {
+            in_dims[..rank.saturating_sub(1)] == out_dims[..rank.saturating_sub(1)]
+                && out_dims.last()? / 2 + 1 == *in_dims.last()?
+        }
+    };
+    (k >= 1 && k <= rank && out_dims.len() == rank && fits).then(|| FftKernel {
+        kind,
+        in_dims,
+        out,
+        axes: (rank - k..rank).collect(),
+    })
+}
+
+/// Transforms every line of `data` (dimensions `dims`) along `axis` with
+/// `fft`, scaling by `scale`.
+fn transform_axis(
+    data: &mut [Complex64],
+    dims: &[usize],
+    axis: usize,
+    fft: &Arc<dyn Fft<f64>>,
+    scale: f64,
+) {
+    let n = dims[axis];
+    if n == 0 || data.is_empty() {
+        return;
+    }
+    let inner: usize = dims[axis + 1..].iter().product();
+    let block = n * inner;
+    let scratch_len = fft.get_inplace_scratch_len();
+    // One block (an outer index) at a time: its `inner` lines of stride
+    // `inner`, each gathered into `line`, transformed and put back.
+    let work = |state: &mut (Vec<Complex64>, Vec<Complex64>), block_data: &mut [Complex64]| {
+        let (line, scratch) = state;
+        for i in 0..inner {
+            for (k, v) in line.iter_mut().enumerate() {
+                *v = block_data[k * inner + i];
+            }
+            fft.process_with_scratch(line, scratch);
+            for (k, v) in line.iter().enumerate() {
+                block_data[k * inner + i] = v * scale;
+            }
+        }
+    };
+    let state = || {
+        (
+            vec![Complex64::new(0.0, 0.0); n],
+            vec![Complex64::new(0.0, 0.0); scratch_len],
+        )
+    };
+    if data.len() >= PARALLEL_MIN && data.len() / block > 1 {
+        data.par_chunks_mut(block).for_each_init(state, work);
+    } else if inner > 1 && data.len() >= PARALLEL_MIN {
+        // One block of many lines (the transformed axis outermost):
+        // columns split across the pool, each copied out and back.
+        let lines: Vec<Vec<Complex64>> = (0..inner)
+            .into_par_iter()
+            .map_init(
+                || vec![Complex64::new(0.0, 0.0); scratch_len],
+                |scratch, i| {
+                    let mut line: Vec<Complex64> = (0..n).map(|k| data[k * inner + i]).collect();
+                    fft.process_with_scratch(&mut line, scratch);
+                    line
+                },
+            )
+            .collect();
+        for (i, line) in lines.iter().enumerate() {
+            for (k, v) in line.iter().enumerate() {
+                data[k * inner + i] = v * scale;
+            }
+        }
+    } else {
+        let mut s = state();
+        data.chunks_mut(block).for_each(|b| work(&mut s, b));
+    }
+}
+
+impl FftKernel {
+    fn execute(&self, x: &ArrayData, pool: &Pool) -> Result<ArrayData, String> {
+        let mut data: Vec<Complex64> = match x {
+            ArrayData::C64(v) => v
+                .iter()
+                .map(|c| Complex64::new(c.re as f64, c.im as f64))
+                .collect(),
+            ArrayData::C128(v) => v.clone(),
+            ArrayData::F32(v) => v.iter().map(|&r| Complex64::new(r as f64, 0.0)).collect(),
+            ArrayData::F64(v) => v.iter().map(|&r| Complex64::new(r, 0.0)).collect(),
+            _ => return Err(format!("fft does not apply to {}", x.element_type())),
+        };
+        let mut planner = FftPlanner::<f64>::new();
+        let dims = &self.in_dims;
+        let rank = dims.len();
+        let inverse = matches!(self.kind, FftType::Ifft | FftType::Irfft);
+        let complex_axes = match self.kind {
+            FftType::Irfft => &self.axes[..self.axes.len() - 1],
+            _ => &self.axes[..],
+        };
+        for &a in complex_axes {
+            let n = dims[a];
+            let (direction, scale) = match inverse {
+                true => (FftDirection::Inverse, 1.0 / n as f64),
+                false => (FftDirection::Forward, 1.0),
+            };
+            let fft = planner.plan_fft(n, direction);
+            transform_axis(&mut data, dims, a, &fft, scale);
+        }
+        let out_dims = self.out.dims_usize();
+        let result: Vec<Complex64> = match self.kind {
+            FftType::Fft | FftType::Ifft => data,
+            FftType::Rfft => {
+                // The first n/2 + 1 frequencies of each line of the last axis.
+                let (n, m) = (dims[rank - 1], out_dims[rank - 1]);
+                match n {
+                    0 => Vec::new(),
+                    _ => data
+                        .chunks_exact(n)
+                        .flat_map(|l| &l[..m])
+                        .copied()
+                        .collect(),
+                }
+            }
+            FftType::Irfft => {
+                let (m, n) = (dims[rank - 1], out_dims[rank - 1]);
+                if n == 0 || m == 0 {
+                    Vec::new()
+                } else {
+                    let fft = planner.plan_fft(n, FftDirection::Inverse);
+                    let lines = data.len() / m;
+                    let mut full = vec![Complex64::new(0.0, 0.0); lines * n];
+                    for (spectrum, line) in data.chunks_exact(m).zip(full.chunks_exact_mut(n)) {
+                        for (f, v) in line.iter_mut().enumerate() {
+                            *v = match f < m {
+                                true => spectrum[f],
+                                false => spectrum[n - f].conj(),
+                            };
+                        }
+                    }
+                    transform_axis(&mut full, &[lines, n], 1, &fft, 1.0 / n as f64);
+                    full
+                }
+            }
+        };
+        if result.len() != self.out.element_count().map_err(|e| e.to_string())? {
+            return Err(format!("fft of {dims:?} cannot give {}", self.out));
+        }
+        Ok(match self.out.element_type() {
+            oxla_hlo::PrimitiveType::C64 => {
+                let mut o = pool.take::<Complex32>(result.len());
+                for (o, c) in o.iter_mut().zip(&result) {
+                    *o = Complex32::new(c.re as f32, c.im as f32);
+                }
+                ArrayData::C64(o)
+            }
+            oxla_hlo::PrimitiveType::C128 => ArrayData::C128(result),
+            oxla_hlo::PrimitiveType::F32 => {
+                let mut o = pool.take::<f32>(result.len());
+                for (o, c) in o.iter_mut().zip(&result) {
+                    *o = c.re as f32;
+                }
+                ArrayData::F32(o)
+            }
+            oxla_hlo::PrimitiveType::F64 => ArrayData::F64(result.iter().map(|c| c.re).collect()),
+            t => return Err(format!("fft cannot give {t}")),
+        })
+    }
+}
+
+impl Kernel for FftKernel {
+    fn name(&self) -> &'static str {
+        "fft"
+    }
+
+    fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
+        let x = inputs
+            .first()
+            .and_then(Value::array)
+            .ok_or("fft reads an array")?;
+        let data = self.execute(x.data(), pool)?;
+        Ok(Value::owned(
+            ArrayLiteral::new(self.out.clone(), data).map_err(|e| e.to_string())?,
+        ))
+    }
+}
