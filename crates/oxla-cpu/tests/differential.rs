@@ -182,6 +182,12 @@ fn reductions_in_every_layout() {
     check(&wide("add"), 1e-4);
     check(&wide("maximum"), 0.0);
     check(&wide("minimum"), 0.0);
+    // Short kept rows (batch norm's statistics over N, H and W), split too.
+    let short = wide("add")
+        .replace("f32[300,2500]", "f32[3000,64]")
+        .replace("f32[2500]", "f32[64]");
+    check(&short, 1e-4);
+    check(&short.replace("add(a, b)", "maximum(a, b)"), 0.0);
     // Softmax's pattern: the reduced input is computed in the fused loop.
     check(
         "HloModule s\nmax {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] maximum(a, b)\n}\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\nENTRY e {\n  x = f32[512,1024] parameter(0)\n  ninf = f32[] constant(-inf)\n  m = f32[512] reduce(x, ninf), dimensions={1}, to_apply=max\n  mb = f32[512,1024] broadcast(m), dimensions={0}\n  d = f32[512,1024] subtract(x, mb)\n  ex = f32[512,1024] exponential(d)\n  z = f32[] constant(0)\n  s = f32[512] reduce(ex, z), dimensions={1}, to_apply=add\n  sb = f32[512,1024] broadcast(s), dimensions={0}\n  ROOT y = f32[512,1024] divide(ex, sb)\n}\n",

@@ -378,12 +378,14 @@ impl ReduceLoop {
         } else if total >= PARALLEL_MIN
             && !plan.classes[last]
             && plan.classes[..last].iter().all(|&c| c)
-            && dims[last] >= 2 * TILE
         {
             // Only the innermost dimension is kept: split the rows into one
             // band per thread, each summing into a partial result of its own
             // (every thread then streams whole rows, which memory prefetches
-            // best), and combine the partials.
+            // best), and combine the partials. Short rows too: the mean of
+            // f32[4096,1024] over axis 0 took 1.8-2.6 ms on one thread, 0.82
+            // on two, and batch norm's statistics of [16,56,56,64] (rows of
+            // 64) 7.0-7.9 ms against 5.0-5.3.
             let bands = threads.min(rows).max(1);
             let per = rows.div_ceil(bands);
             let identity = identity::<T>(self.op);
