@@ -1,13 +1,16 @@
 //! Common-subexpression elimination: an instruction identical to an earlier
 //! one (same opcode, operands, attributes, called computations and shape)
 //! is replaced by it. Constants are compared bit for bit, so `0.0` and
-//! `-0.0`, or two NaNs with different payloads, stay apart.
+//! `-0.0`, or two NaNs with different payloads, stay apart. Called
+//! computations are compared by structure, not name: JAX writes a region
+//! of its own for every reduce, so the two sums over the same array in a
+//! mean and a variance call two identical computations.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use oxla_hlo::ir::Attrs;
-use oxla_hlo::{HloInstruction, HloModule, InstrId, Literal, Opcode};
+use oxla_hlo::ir::{Attrs, Called};
+use oxla_hlo::{ComputationId, HloComputation, HloInstruction, HloModule, InstrId, Literal, Opcode};
 
 use crate::Pass;
 use crate::effects::Effects;
@@ -22,6 +25,7 @@ impl Pass for Cse {
 
     fn run(&self, module: &mut HloModule) -> bool {
         let effects = Effects::new(module);
+        let canon = canonical_computations(module);
         let mut changed = false;
         for comp in module.computations_mut() {
             let n = comp.instructions().len();
@@ -36,7 +40,10 @@ impl Pass for Cse {
                 }
                 let key = (instr.opcode, instr.operands.clone(), fingerprint(instr));
                 let candidates = seen.entry(key).or_default();
-                match candidates.iter().find(|&&j| same_value(&instrs[j], instr)) {
+                match candidates
+                    .iter()
+                    .find(|&&j| same_value(&instrs[j], instr, &canon))
+                {
                     Some(&j) => {
                         forward.set(k, InstrId::new(j));
                         changed = true;
@@ -69,12 +76,58 @@ fn eligible(instr: &HloInstruction) -> bool {
         && instr.control_predecessors.is_empty()
 }
 
-fn same_value(a: &HloInstruction, b: &HloInstruction) -> bool {
+fn same_value(a: &HloInstruction, b: &HloInstruction, canon: &[usize]) -> bool {
     a.opcode == b.opcode
         && a.operands == b.operands
         && a.shape == b.shape
-        && a.called == b.called
+        && canonical(&a.called, canon) == canonical(&b.called, canon)
         && same_attrs(&a.attrs, &b.attrs)
+}
+
+/// `called` with every computation replaced by the first one of the same
+/// structure.
+fn canonical(called: &Called, canon: &[usize]) -> Called {
+    let map = |c: ComputationId| ComputationId::new(canon.get(c.index()).copied().unwrap_or(c.index()));
+    Called {
+        to_apply: called.to_apply.map(map),
+        condition: called.condition.map(map),
+        body: called.body.map(map),
+        select: called.select.map(map),
+        scatter: called.scatter.map(map),
+        branches: called.branches.iter().copied().map(map).collect(),
+        called: called.called.iter().copied().map(map).collect(),
+    }
+}
+
+/// For each computation, the first computation with the same structure:
+/// the same instructions (opcode, operands, shape, attributes, control
+/// predecessors and, recursively, called computations) in the same order
+/// with the same root; names and metadata aside. Computations come callee
+/// first, so a computation's callees are mapped before it is.
+fn canonical_computations(module: &HloModule) -> Vec<usize> {
+    let comps = module.computations();
+    let mut canon: Vec<usize> = (0..comps.len()).collect();
+    let mut by_size: HashMap<(usize, usize), Vec<usize>> = HashMap::new();
+    for (c, comp) in comps.iter().enumerate() {
+        let key = (comp.instructions().len(), comp.root().index());
+        let candidates = by_size.entry(key).or_default();
+        match candidates
+            .iter()
+            .find(|&&d| same_computation(&comps[d], comp, &canon))
+        {
+            Some(&d) => canon[c] = d,
+            None => candidates.push(c),
+        }
+    }
+    canon
+}
+
+fn same_computation(a: &HloComputation, b: &HloComputation, canon: &[usize]) -> bool {
+    a.root() == b.root()
+        && a.instructions().len() == b.instructions().len()
+        && a.instructions().iter().zip(b.instructions()).all(|(x, y)| {
+            x.control_predecessors == y.control_predecessors && same_value(x, y, canon)
+        })
 }
 
 /// Attribute equality that ignores attributes without effect on the value

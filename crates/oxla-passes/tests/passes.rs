@@ -399,6 +399,70 @@ fn cse_merges_equal_work_but_not_different_zeros() {
     );
 }
 
+/// Reduces whose reducers are separate but identical computations (as JAX
+/// writes a region for every reduce) merge; a reducer that differs in one
+/// operation, or calls a different computation, keeps its reduce apart.
+#[test]
+fn cse_compares_called_computations_by_structure() {
+    check(
+        vec![Box::new(Cse), Box::new(Dce)],
+        "HloModule m
+        sq {
+          x = f32[] parameter(0)
+          ROOT m = f32[] multiply(x, x)
+        }
+        sq2 {
+          y = f32[] parameter(0)
+          ROOT n = f32[] multiply(y, y)
+        }
+        r1 {
+          a = f32[] parameter(0)
+          b = f32[] parameter(1)
+          ROOT s = f32[] add(a, b), metadata={op_name=\"one\"}
+        }
+        r2 {
+          c = f32[] parameter(0)
+          d = f32[] parameter(1)
+          ROOT t = f32[] add(c, d)
+        }
+        r3 {
+          c = f32[] parameter(0)
+          d = f32[] parameter(1)
+          ROOT t = f32[] maximum(c, d)
+        }
+        r4 {
+          c = f32[] parameter(0)
+          d = f32[] parameter(1)
+          e = f32[] call(c), to_apply=sq
+          ROOT t = f32[] add(e, d)
+        }
+        r5 {
+          c = f32[] parameter(0)
+          d = f32[] parameter(1)
+          e = f32[] call(c), to_apply=sq2
+          ROOT t = f32[] add(e, d)
+        }
+        ENTRY e {
+          p = f32[4,5] parameter(0)
+          z = f32[] constant(0)
+          s1 = f32[5] reduce(p, z), dimensions={0}, to_apply=r1
+          s2 = f32[5] reduce(p, z), dimensions={0}, to_apply=r2
+          s3 = f32[5] reduce(p, z), dimensions={0}, to_apply=r3
+          s4 = f32[5] reduce(p, z), dimensions={0}, to_apply=r4
+          s5 = f32[5] reduce(p, z), dimensions={0}, to_apply=r5
+          ROOT t = (f32[5], f32[5], f32[5], f32[5], f32[5]) tuple(s1, s2, s3, s4, s5)
+        }",
+        &[
+            "p = f32[4,5] parameter(0)",
+            "z = f32[] constant(0)",
+            "s1 = f32[5] reduce(p, z), dimensions={0}, to_apply=r1",
+            "s3 = f32[5] reduce(p, z), dimensions={0}, to_apply=r3",
+            "s4 = f32[5] reduce(p, z), dimensions={0}, to_apply=r4",
+            "ROOT t = (f32[5], f32[5], f32[5], f32[5], f32[5]) tuple(s1, s1, s3, s4, s4)",
+        ],
+    );
+}
+
 #[test]
 fn cse_keeps_random_numbers_apart() {
     check(
