@@ -169,7 +169,10 @@ fn reductions_in_every_layout() {
         ("0,1", "40"),
         ("0,1,2", ""),
     ] {
-        check(&reduce(dims, out, "add"), 1e-4);
+        // Up to 768000 values a sum, in another order than the
+        // interpreter's (threads sum bands of rows): f32 rounding differs by
+        // a few 1e-4 where a sum cancels to near 0.
+        check(&reduce(dims, out, "add"), 1e-3);
         check(&reduce(dims, out, "maximum"), 0.0);
     }
     // A wide kept innermost dimension: rows split across threads, partial
@@ -182,11 +185,13 @@ fn reductions_in_every_layout() {
     check(&wide("add"), 1e-4);
     check(&wide("maximum"), 0.0);
     check(&wide("minimum"), 0.0);
-    // Short kept rows (batch norm's statistics over N, H and W), split too.
+    // Short kept rows (batch norm's statistics over N, H and W), split too;
+    // sums of 3000 values cancel to near 0, where f32's rounding in either
+    // order is a few 1e-4.
     let short = wide("add")
         .replace("f32[300,2500]", "f32[3000,64]")
         .replace("f32[2500]", "f32[64]");
-    check(&short, 1e-4);
+    check(&short, 1e-3);
     check(&short.replace("add(a, b)", "maximum(a, b)"), 0.0);
     // Softmax's pattern: the reduced input is computed in the fused loop.
     check(

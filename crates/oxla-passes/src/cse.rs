@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use oxla_hlo::ir::{Attrs, Called};
-use oxla_hlo::{ComputationId, HloComputation, HloInstruction, HloModule, InstrId, Literal, Opcode};
+use oxla_hlo::{
+    ComputationId, HloComputation, HloInstruction, HloModule, InstrId, Literal, Opcode,
+};
 
 use crate::Pass;
 use crate::effects::Effects;
@@ -87,7 +89,8 @@ fn same_value(a: &HloInstruction, b: &HloInstruction, canon: &[usize]) -> bool {
 /// `called` with every computation replaced by the first one of the same
 /// structure.
 fn canonical(called: &Called, canon: &[usize]) -> Called {
-    let map = |c: ComputationId| ComputationId::new(canon.get(c.index()).copied().unwrap_or(c.index()));
+    let map =
+        |c: ComputationId| ComputationId::new(canon.get(c.index()).copied().unwrap_or(c.index()));
     Called {
         to_apply: called.to_apply.map(map),
         condition: called.condition.map(map),
