@@ -397,6 +397,54 @@ fn dots_with_every_kind_of_dimension_numbers() {
         ),
         1e-4,
     );
+    // Matrix times vector and vector times matrix, large enough to split
+    // across threads, with row lengths that leave remainders.
+    for (l, r, o, attrs) in [
+        (
+            "2050,1030",
+            "1030",
+            "2050",
+            "lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+        ),
+        (
+            "1030,2050",
+            "1030",
+            "2050",
+            "lhs_contracting_dims={0}, rhs_contracting_dims={0}",
+        ),
+        (
+            "1030",
+            "1030,2050",
+            "2050",
+            "lhs_contracting_dims={0}, rhs_contracting_dims={0}",
+        ),
+        (
+            "1030",
+            "2050,1030",
+            "2050",
+            "lhs_contracting_dims={0}, rhs_contracting_dims={1}",
+        ),
+        (
+            "100003",
+            "100003",
+            "",
+            "lhs_contracting_dims={0}, rhs_contracting_dims={0}",
+        ),
+        (
+            "3,700,500",
+            "3,500,1",
+            "3,700,1",
+            "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
+        ),
+        (
+            "3,1,500",
+            "3,500,700",
+            "3,1,700",
+            "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
+        ),
+    ] {
+        check(&dot(l, r, o, attrs), 1e-3);
+    }
 }
 
 #[test]

@@ -238,7 +238,23 @@ impl DotKernel {
             let a_off: usize = index.iter().zip(&a.batch_strides).map(|(i, s)| i * s).sum();
             let b_off: usize = index.iter().zip(&b.batch_strides).map(|(i, s)| i * s).sum();
             let dst = &mut out[batch * m * n..(batch + 1) * m * n];
-            if m * n * k <= TINY_FLOPS {
+            let a_data = &a.data[a_off..];
+            let b_data = &b.data[b_off..];
+            if m * n * k > TINY_FLOPS
+                && n == 1
+                && a.cols.1 == 1
+                && b.rows.1 == 1
+                && gemv_rows(dst, a_data, a.rows.1, &b_data[..k], zero)
+            {
+                // A matrix times a vector, rows in parallel.
+            } else if m * n * k > TINY_FLOPS
+                && m == 1
+                && a.cols.1 == 1
+                && b.cols.1 == 1
+                && gemv_columns(dst, &a_data[..k], b_data, b.rows.1, zero)
+            {
+                // A vector times a matrix, columns in parallel.
+            } else if m * n * k <= TINY_FLOPS {
                 // gemm's fixed cost (about 300 ns) outweighs a product this small.
                 for i in 0..m {
                     for j in 0..n {
@@ -291,6 +307,129 @@ impl DotKernel {
         out
     }
 }
+
+/// Lanes of the vector products' partial sums.
+const LANES: usize = 16;
+
+/// `dot(a, b)` of two equal-length slices, summed in [`LANES`] interleaved
+/// partial sums (which the compiler keeps in vector registers), then those
+/// in order.
+#[inline(always)]
+fn dot_lanes<T: Copy + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
+    a: &[T],
+    b: &[T],
+    zero: T,
+) -> T {
+    let mut acc = [zero; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..LANES {
+            acc[l] = acc[l] + x[l] * y[l];
+        }
+    }
+    let mut sum = acc.into_iter().fold(zero, |s, v| s + v);
+    for (&x, &y) in ra.iter().zip(rb) {
+        sum = sum + x * y;
+    }
+    sum
+}
+
+/// `out[i] = dot(row i of a, x)`, rows `row_stride` apart: a matrix times a
+/// vector, memory-bound, so rows are split across the pool (gemm runs a
+/// column vector as a thin product on one thread). Returns false when the
+/// rows do not fit `a`.
+fn gemv_rows<T: NativeType + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
+    out: &mut [T],
+    a: &[T],
+    row_stride: usize,
+    x: &[T],
+    zero: T,
+) -> bool {
+    let (m, k) = (out.len(), x.len());
+    if m == 0 || (m - 1) * row_stride + k > a.len() {
+        return false;
+    }
+    let rows = |(c, out): (usize, &mut [T])| {
+        for (r, o) in out.iter_mut().enumerate() {
+            let i = c * GEMV_ROWS + r;
+            *o = dot_lanes(&a[i * row_stride..i * row_stride + k], x, zero);
+        }
+    };
+    if m * k >= PARALLEL_MIN_FLOPS {
+        out.par_chunks_mut(GEMV_ROWS).enumerate().for_each(rows);
+    } else {
+        out.chunks_mut(GEMV_ROWS).enumerate().for_each(rows);
+    }
+    true
+}
+
+/// Rows a task of [`gemv_rows`] takes.
+const GEMV_ROWS: usize = 64;
+
+/// `out[j] = sum over p of x[p] * b[p * row_stride + j]`: a vector times a
+/// matrix, one row of `b` after another added into the sums (in the order
+/// of `p`, as the interpreter sums). Memory-bound, so above a size the rows
+/// are split into one contiguous band per thread, each streaming its band
+/// into its own partial sums, which are then added in band order. Returns
+/// false when the rows do not fit `b`.
+fn gemv_columns<T: NativeType + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
+    out: &mut [T],
+    x: &[T],
+    b: &[T],
+    row_stride: usize,
+    zero: T,
+) -> bool {
+    let (n, k) = (out.len(), x.len());
+    if n == 0 || k == 0 || (k - 1) * row_stride + n > b.len() {
+        return false;
+    }
+    // Rows p0.. of x and b added into `sums`, a tile of columns at a time
+    // so the sums stay in L1.
+    let band = |sums: &mut [T], p0: usize, x: &[T]| {
+        sums.fill(zero);
+        for (t, sums) in sums.chunks_mut(GEMV_COLUMNS).enumerate() {
+            let j0 = p0 * row_stride + t * GEMV_COLUMNS;
+            for (p, &xp) in x.iter().enumerate() {
+                let row = &b[j0 + p * row_stride..j0 + p * row_stride + sums.len()];
+                for (o, &v) in sums.iter_mut().zip(row) {
+                    *o = *o + xp * v;
+                }
+            }
+        }
+    };
+    let threads = rayon::current_num_threads();
+    if n * k < PARALLEL_MIN_FLOPS || threads < 2 || k < 2 * threads {
+        band(out, 0, x);
+        return true;
+    }
+    let per = k.div_ceil(threads);
+    let mut partials: Vec<Vec<T>> = (1..threads).map(|_| vec![zero; n]).collect();
+    rayon::scope(|s| {
+        let (first, rest) = x.split_at(per);
+        for (i, sums) in partials.iter_mut().enumerate() {
+            let p0 = (i + 1) * per;
+            if p0 >= k {
+                break;
+            }
+            let xs = &rest[i * per..((i + 1) * per).min(rest.len())];
+            s.spawn(move |_| band(sums, p0, xs));
+        }
+        band(out, 0, first);
+    });
+    for (i, sums) in partials.iter().enumerate() {
+        if (i + 1) * per >= k {
+            break;
+        }
+        for (o, &v) in out.iter_mut().zip(sums) {
+            *o = *o + v;
+        }
+    }
+    true
+}
+
+/// Columns of the sums [`gemv_columns`] keeps at a time (16 KiB of f32).
+const GEMV_COLUMNS: usize = 4096;
 
 /// Integers summed with wrapping, as XLA sums them.
 pub(super) trait Int: NativeType + Default + Send + Sync {
