@@ -12,6 +12,9 @@
 //! the worker. Executions from other threads hand their work to the pool
 //! as before. A pool first needed by another thread (a test harness's, a
 //! server's) takes no caller in: that thread may end.
+//!
+//! The pool has one thread per available core, or `OXLA_NUM_THREADS` if
+//! that is set to a positive number.
 
 use std::sync::OnceLock;
 
@@ -21,7 +24,11 @@ static POOL: OnceLock<Option<ThreadPool>> = OnceLock::new();
 
 fn pool() -> Option<&'static ThreadPool> {
     POOL.get_or_init(|| {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = std::env::var("OXLA_NUM_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         let builder = || {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)

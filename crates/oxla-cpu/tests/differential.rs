@@ -685,6 +685,39 @@ fn grouped_reversed_integer_and_half_convolutions() {
         assert!(listing.contains("= convolution"), "not native:\n{listing}");
     };
     let f32s = ["f32"; 3];
+    // Weight gradients with a small output over a deep sum, which split the
+    // sum across threads (cnn_grad_nhwc's, then with strides, dilation and
+    // uneven padding, then in integers, which must wrap exactly alike).
+    native(
+        &conv(
+            f32s,
+            "8,32,32,16",
+            "8,32,32,32",
+            "3,3,16,32",
+            "window={size=32x32 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf",
+        ),
+        2e-3,
+    );
+    native(
+        &conv(
+            f32s,
+            "6,45,37,8",
+            "6,21,17,12",
+            "7,9,8,12",
+            "window={size=21x17 pad=2_0x1_3 rhs_dilate=2x2}, dim_labels=f01b_i01o->01bf",
+        ),
+        2e-3,
+    );
+    native(
+        &conv(
+            ["s32"; 3],
+            "8,32,32,16",
+            "8,32,32,32",
+            "3,3,16,32",
+            "window={size=32x32 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf",
+        ),
+        0.0,
+    );
     // A depthwise convolution's weight gradient as JAX writes it: the
     // channels are the batch, one batch group each; small, then large
     // enough for the groups to run in parallel.

@@ -102,6 +102,9 @@ pub(crate) trait ConvElem: NativeType + Copy + Default + Send + Sync {
         parallel: bool,
         pool: &Pool,
     );
+
+    /// `acc[i] += part[i]` (wrapping for integers).
+    fn add_into(acc: &mut [Self], part: &[Self]);
 }
 
 macro_rules! float_product {
@@ -143,6 +146,10 @@ macro_rules! float_product {
                         parallelism,
                     )
                 }
+            }
+
+            fn add_into(acc: &mut [$t], part: &[$t]) {
+                acc.iter_mut().zip(part).for_each(|(a, &p)| *a += p);
             }
         }
     )*};
@@ -190,11 +197,24 @@ macro_rules! int_conv_product {
                 }
                 pool.give(sums);
             }
+
+            fn add_into(acc: &mut [$t], part: &[$t]) {
+                acc.iter_mut().zip(part).for_each(|(a, &p)| *a = a.wrapping_add(p));
+            }
         }
     )*};
 }
 
 int_conv_product!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+/// A folded convolution whose output has at most this many elements
+/// splits its sum across threads instead of its output.
+const SPLIT_MAX_OUTPUT: usize = 1 << 16;
+/// Patch elements a thread of a split sum fills at a time (128 KiB of f32;
+/// 2^16 and 2^18 were 10-15% slower on the weight gradient of cnn_grad_nhwc).
+const SPLIT_CHUNK_ELEMENTS: usize = 1 << 15;
+/// The fewest patch rows a chunk of a split sum takes.
+const SPLIT_MIN_ROWS: usize = 16;
 
 /// `offsets[s][o * k_sp[s] + k]`: the input offset along spatial
 /// dimension `s` (its index times the input's stride) under output index
@@ -228,6 +248,64 @@ impl Taps {
         match at {
             Some(a) => copy_run(run, &lhs[a..a + run.len()]),
             None => run.fill(zero),
+        }
+    }
+}
+
+impl Taps {
+    /// Fills `line` with runs of `run` elements, one per position along
+    /// the innermost output spatial dimension (the outer ones at `opos`),
+    /// each as [`Taps::copy`] would; runs that lie end to end in the input
+    /// (stride 1, no dilation) are copied as one.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn copy_line<T: Copy>(
+        &self,
+        line: &mut [T],
+        lhs: &[T],
+        base: usize,
+        opos: &[usize],
+        kpos: &[usize],
+        run: usize,
+        zero: T,
+    ) {
+        let last = self.offsets.len() - 1;
+        let mut at = Some(base);
+        for (s, offsets) in self.offsets[..last].iter().enumerate() {
+            at = match (at, offsets[opos[s] * self.k_sp[s] + kpos[s]]) {
+                (Some(a), Some(i)) => Some(a + i),
+                _ => None,
+            };
+        }
+        let Some(a) = at else {
+            line.fill(zero);
+            return;
+        };
+        let (offsets, k, kp) = (&self.offsets[last], self.k_sp[last], kpos[last]);
+        let n = line.len() / run.max(1);
+        let mut o = 0;
+        while o < n {
+            match offsets[o * k + kp] {
+                None => {
+                    line[o * run..(o + 1) * run].fill(zero);
+                    o += 1;
+                }
+                Some(i) => {
+                    let mut e = o + 1;
+                    while e < n && offsets[e * k + kp] == Some(i + (e - o) * run) {
+                        e += 1;
+                    }
+                    let (dst, src) = (
+                        &mut line[o * run..e * run],
+                        &lhs[a + i..a + i + (e - o) * run],
+                    );
+                    match e - o {
+                        1 => copy_run(dst, src),
+                        _ => dst.copy_from_slice(src),
+                    }
+                    o = e;
+                }
+            }
         }
     }
 }
@@ -561,7 +639,6 @@ impl ConvKernel {
         let cols = geo.s_total * batch;
         let (in_strides, _, fstride) = self.input_layout(geo, 0);
         let taps = self.tap_table(geo, &in_strides);
-        let mut patches = pool.take::<T>(geo.rows * cols);
         // Row r of the patches; `kpos` and `opos` are scratch of n_sp.
         let fill = |(kpos, opos): &mut (Vec<usize>, Vec<usize>), (r, row): (usize, &mut [T])| {
             let (f, mut p) = (r / kk.max(1), r % kk.max(1));
@@ -570,12 +647,95 @@ impl ConvKernel {
                 p /= geo.k_sp[s];
             }
             opos.fill(0);
-            for run in row.chunks_mut(batch) {
-                taps.copy(run, lhs, f * fstride, opos, kpos, zero);
-                step(opos, &geo.o_sp);
+            if n_sp == 0 {
+                taps.copy(row, lhs, f * fstride, opos, kpos, zero);
+                return;
+            }
+            // One line of runs per position of the outer output dimensions.
+            for line in row.chunks_mut(batch * geo.o_sp[n_sp - 1]) {
+                taps.copy_line(line, lhs, f * fstride, opos, kpos, batch, zero);
+                step(&mut opos[..n_sp - 1], &geo.o_sp[..n_sp - 1]);
             }
         };
         let scratch = || (vec![0usize; n_sp], vec![0usize; n_sp]);
+        // The kernel as a rows x cout matrix: read in place when (feature,
+        // position) walks it with one stride, else gathered.
+        let cout = geo.cout_g;
+        let kmat = self.folded_kernel(rhs, geo, pool);
+        let (b_data, b_rs, b_cs): (&[T], usize, usize) = match &kmat {
+            Err(k) => (k, 1, geo.rows),
+            Ok((st, o_stride)) => (rhs, *st, *o_stride),
+        };
+        let batch_stride = geo.os[d.output_batch_dimension as usize];
+        let last = (cols - 1) * batch_stride + (cout - 1) * geo.o_stride;
+        assert!(last < out.len());
+        let threads = rayon::current_num_threads();
+        if cols * cout <= SPLIT_MAX_OUTPUT
+            && cols * cout * geo.rows >= 1 << 20
+            && threads > 1
+            && geo.rows >= 2 * threads * SPLIT_MIN_ROWS
+        {
+            // A small output over a deep sum (a weight gradient): the rows
+            // of the patches split into one band per thread, each filled a
+            // cache-sized chunk at a time and multiplied into the thread's
+            // own sums, which are then added in band order. gemm alone
+            // would split the few output blocks and wait on memory for
+            // the whole patch matrix.
+            let band = geo.rows.div_ceil(threads);
+            let chunk = (SPLIT_CHUNK_ELEMENTS / cols).clamp(SPLIT_MIN_ROWS, band);
+            let sums: Vec<Vec<T>> = (0..threads)
+                .into_par_iter()
+                .map(|t| {
+                    let mut acc = vec![zero; cols * cout];
+                    let mut part = vec![zero; cols * cout];
+                    let mut local = vec![zero; chunk * cols];
+                    let mut s = scratch();
+                    let end = ((t + 1) * band).min(geo.rows);
+                    let mut r0 = t * band;
+                    while r0 < end {
+                        let n = chunk.min(end - r0);
+                        for (i, row) in local[..n * cols].chunks_mut(cols).enumerate() {
+                            fill(&mut s, (r0 + i, row));
+                        }
+                        // Computed transposed, cout x cols (`part` holds
+                        // element (c, o) at c * cout + o): the few output
+                        // features fill gemm's taller register tile, the
+                        // many columns its narrower one.
+                        // SAFETY: `local` holds n rows of cols; `part`
+                        // cols x cout; the kernel rows r0..r0 + n are
+                        // inside it as in the product below.
+                        unsafe {
+                            T::product(
+                                (cout, cols, n),
+                                (part.as_mut_ptr(), 1, cout),
+                                (b_data.as_ptr().add(r0 * b_rs), b_cs, b_rs),
+                                (local.as_ptr(), cols, 1),
+                                false,
+                                pool,
+                            );
+                        }
+                        T::add_into(&mut acc, &part);
+                        r0 += n;
+                    }
+                    acc
+                })
+                .collect();
+            let mut total = sums.into_iter();
+            let mut acc = total.next().unwrap_or_default();
+            for part in total {
+                T::add_into(&mut acc, &part);
+            }
+            for (c, row) in acc.chunks_exact(cout).enumerate() {
+                for (o, &v) in row.iter().enumerate() {
+                    out[c * batch_stride + o * geo.o_stride] = v;
+                }
+            }
+            if let Err(k) = kmat {
+                pool.give(k);
+            }
+            return;
+        }
+        let mut patches = pool.take::<T>(geo.rows * cols);
         if geo.rows * cols >= super::fused::PARALLEL_MIN {
             patches
                 .par_chunks_mut(cols)
@@ -589,37 +749,8 @@ impl ConvKernel {
                 .enumerate()
                 .for_each(|r| fill(&mut s, r));
         }
-        // The kernel as a rows x cout matrix: read in place when (feature,
-        // position) walks it with one stride, else gathered.
-        let rs = row_major(&self.rhs_dims);
-        let ps = geo.k_sp.iter().enumerate().rev().try_fold(
-            (1usize, None::<usize>),
-            |(count, stride), (s, &n)| {
-                let st = rs[d.kernel_spatial_dimensions[s] as usize];
-                match stride {
-                    _ if n == 1 => Some((count, stride)),
-                    None => Some((count * n, Some(st))),
-                    Some(inner) if st == inner * count => Some((count * n, Some(inner))),
-                    _ => None,
-                }
-            },
-        );
-        let i_stride = rs[d.kernel_input_feature_dimension as usize];
-        let o_stride = rs[d.kernel_output_feature_dimension as usize];
-        let direct = match ps {
-            Some((_, None)) => Some(i_stride),
-            Some((_, Some(st))) if geo.cin_g == 1 || i_stride == st * kk => Some(st),
-            _ => None,
-        };
-        let cout = geo.cout_g;
-        let kmat = direct.is_none().then(|| self.kernel_matrix(rhs, geo, pool));
-        let (b_ptr, b_rs, b_cs) = match (&kmat, direct) {
-            (Some(k), _) => (k.as_ptr(), 1, geo.rows),
-            (None, st) => (rhs.as_ptr(), st.unwrap_or(1), o_stride),
-        };
-        let batch_stride = geo.os[d.output_batch_dimension as usize];
-        let last = (cols - 1) * batch_stride + (cout - 1) * geo.o_stride;
-        assert!(last < out.len() && geo.rows * cols <= patches.len());
+        assert!(geo.rows * cols <= patches.len());
+        let b_ptr = b_data.as_ptr();
         // SAFETY: the patches are rows x cols, column c of row r at
         // r * cols + c (checked above); the kernel element (r, o) is at
         // r * b_rs + o * b_cs, inside `rhs` when read in place (the strides
@@ -636,8 +767,42 @@ impl ConvKernel {
             );
         }
         pool.give(patches);
-        if let Some(k) = kmat {
+        if let Err(k) = kmat {
             pool.give(k);
+        }
+    }
+
+    /// The kernel of a folded convolution as a rows x cout matrix: `Ok`
+    /// with its (row, output feature) strides when (feature, position)
+    /// walks it with one stride, so it is read in place; else `Err` with
+    /// it gathered (row stride 1, output feature stride rows).
+    fn folded_kernel<T: ConvElem>(
+        &self,
+        rhs: &[T],
+        geo: &Geometry,
+        pool: &Pool,
+    ) -> Result<(usize, usize), Vec<T>> {
+        let d = &self.d;
+        let kk: usize = geo.k_sp.iter().product();
+        let rs = row_major(&self.rhs_dims);
+        let ps = geo.k_sp.iter().enumerate().rev().try_fold(
+            (1usize, None::<usize>),
+            |(count, stride), (s, &n)| {
+                let st = rs[d.kernel_spatial_dimensions[s] as usize];
+                match stride {
+                    _ if n == 1 => Some((count, stride)),
+                    None => Some((count * n, Some(st))),
+                    Some(inner) if st == inner * count => Some((count * n, Some(inner))),
+                    _ => None,
+                }
+            },
+        );
+        let i_stride = rs[d.kernel_input_feature_dimension as usize];
+        let o_stride = rs[d.kernel_output_feature_dimension as usize];
+        match ps {
+            Some((_, None)) => Ok((i_stride, o_stride)),
+            Some((_, Some(st))) if geo.cin_g == 1 || i_stride == st * kk => Ok((st, o_stride)),
+            _ => Err(self.kernel_matrix(rhs, geo, pool)),
         }
     }
 
