@@ -711,11 +711,12 @@ fn scatter_2d_channels<T: Elem>(
                 let o = o * c;
                 let values = &op[o..o + c];
                 if any {
-                    for (ch, &v) in values.iter().enumerate() {
-                        if !keep(best_v[ch], v) {
-                            best_v[ch] = v;
-                            best_o[ch] = o + ch;
-                        }
+                    // Branch-free, so the channels compare as vectors.
+                    let lanes = best_v.iter_mut().zip(best_o.iter_mut()).zip(values);
+                    for (ch, ((bv, bo), &v)) in lanes.enumerate() {
+                        let kept = keep(*bv, v);
+                        *bv = if kept { *bv } else { v };
+                        *bo = if kept { *bo } else { o + ch };
                     }
                 } else {
                     best_v.copy_from_slice(values);
@@ -733,6 +734,36 @@ fn scatter_2d_channels<T: Elem>(
             }
         }
     }
+}
+
+/// The operand, source, plane and output shapes, and window of
+/// [`scatter_2d_channels`].
+type ChannelArgs<'a, T> = (
+    &'a [T],
+    &'a [T],
+    (usize, usize, usize),
+    (usize, usize),
+    (&'a WindowDim, &'a WindowDim),
+);
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+unsafe fn channels_avx512<T: Elem>(
+    (op, src, hwc, out, (wy, wx)): ChannelArgs<'_, T>,
+    dst: &mut [T],
+    keep: &impl Fn(T, T) -> bool,
+) {
+    scatter_2d_channels(op, src, dst, hwc, out, wy, wx, keep)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn channels_avx2<T: Elem>(
+    (op, src, hwc, out, (wy, wx)): ChannelArgs<'_, T>,
+    dst: &mut [T],
+    keep: &impl Fn(T, T) -> bool,
+) {
+    scatter_2d_channels(op, src, dst, hwc, out, wy, wx, keep)
 }
 
 impl SelectScatterKernel {
@@ -802,9 +833,19 @@ impl SelectScatterKernel {
                 keep: impl Fn(T, T) -> bool,
             ) {
                 if c == 1 {
-                    scatter_2d(op, src, dst, (h, w), out, wy, wx, keep)
-                } else {
-                    scatter_2d_channels(op, src, dst, (h, w, c), out, wy, wx, keep)
+                    return scatter_2d(op, src, dst, (h, w), out, wy, wx, keep);
+                }
+                let args = (op, src, (h, w, c), out, (wy, wx));
+                match simd_level() {
+                    // SAFETY: the CPU has the features (checked by simd_level).
+                    #[cfg(target_arch = "x86_64")]
+                    Level::Avx512 => unsafe { channels_avx512(args, dst, &keep) },
+                    // SAFETY: as above.
+                    #[cfg(target_arch = "x86_64")]
+                    Level::Avx2 => unsafe { channels_avx2(args, dst, &keep) },
+                    Level::Baseline => {
+                        scatter_2d_channels(op, src, dst, (h, w, c), out, wy, wx, keep)
+                    }
                 }
             }
             let plane = |(block, dst): (usize, &mut [T])| {
