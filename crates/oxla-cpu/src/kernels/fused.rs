@@ -1301,13 +1301,49 @@ fn span_generic<T: Float, const FMA: bool>(
     }
 }
 
-/// Row-pipeline and gather outputs at least this large are written with
-/// non-temporal stores: they would not stay in cache anyway, and a plain
-/// store first reads each line it writes (on this machine kind, STREAM
-/// triad runs at 30 GB/s with plain stores and 40 GB/s with non-temporal
-/// ones; layer norm took 1.5-1.9 ms streamed against 2.1-2.4 ms plain in
-/// alternating runs on a loaded host).
+/// Row-pipeline and gather outputs at least this large (and see
+/// [`stream_min_bytes`]) are written with non-temporal stores: they would
+/// not stay in cache anyway, and a plain store first reads each line it
+/// writes (on Zen 4, STREAM triad runs at 30 GB/s with plain stores and
+/// 40 GB/s with non-temporal ones; layer norm took 1.5-1.9 ms streamed
+/// against 2.1-2.4 ms plain in alternating runs on a loaded host).
 pub(crate) const STREAM_MIN_BYTES: usize = 8 << 20;
+
+/// The smallest output streamed: [`STREAM_MIN_BYTES`], or a quarter of
+/// the last-level cache where that is larger. Where the cache holds a
+/// loop's whole working set, plain stores leave the output there for its
+/// reader and the next execution: on a Xeon with 480 MiB of L3, softmax
+/// and layer norm over f32[4096,1024] took 1.73-1.81 and 1.27-1.35 ms with
+/// plain stores against 1.87-1.96 and 1.33-1.43 ms streamed (alternating
+/// `oxla bench` runs), while on Zen 4 (32 MiB) streaming won by 20%.
+fn stream_min_bytes() -> usize {
+    static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MIN.get_or_init(|| STREAM_MIN_BYTES.max(last_level_cache_bytes() / 4))
+}
+
+/// The size of the largest cache the first CPU reports (Linux sysfs), or 0.
+fn last_level_cache_bytes() -> usize {
+    let size = |dir: std::path::PathBuf| -> Option<usize> {
+        let text = std::fs::read_to_string(dir.join("size")).ok()?;
+        let text = text.trim();
+        let (digits, scale) = match text.strip_suffix('K') {
+            Some(d) => (d, 1 << 10),
+            None => match text.strip_suffix('M') {
+                Some(d) => (d, 1 << 20),
+                None => (text, 1),
+            },
+        };
+        digits.parse::<usize>().ok()?.checked_mul(scale)
+    };
+    std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache")
+        .map(|entries| {
+            entries
+                .filter_map(|e| size(e.ok()?.path()))
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
 
 /// Whether a kernel writing `out` should stream it (non-temporal stores).
 pub(crate) fn streams<T>(out: &[T]) -> bool {
@@ -1318,7 +1354,7 @@ pub(crate) fn streams<T>(out: &[T]) -> bool {
 pub(crate) fn streams_bytes(bytes: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        bytes >= STREAM_MIN_BYTES && std::is_x86_feature_detected!("avx")
+        bytes >= stream_min_bytes() && std::is_x86_feature_detected!("avx")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
