@@ -152,6 +152,22 @@ for _n in (256, 1024, 2048):
              note=f"f32[{_n},{_n}] x f32[{_n},{_n}]")(matmul)
 
 
+def _matvec_args(r):
+    return [normal(r, (4096, 4096), 1.0 / 64.0), normal(r, (4096,))]
+
+
+@workload("matvec", _matvec_args, **REDUCTION, hlo_ops=("dot",),
+          note="f32[4096,4096] x f32[4096]: bandwidth-bound, one pass over the matrix")
+def matvec(a, x):
+    return a @ x
+
+
+@workload("vecmat", _matvec_args, **REDUCTION, hlo_ops=("dot",),
+          note="f32[4096] x f32[4096,4096]: the matrix read by rows into every output")
+def vecmat(a, x):
+    return x @ a
+
+
 def _mlp_args(r):
     sizes = [784, 1024, 1024, 10]
     args = [normal(r, (256, 784))]
