@@ -669,19 +669,44 @@ fn scatter_2d<T: Elem>(
     wx: &WindowDim,
     keep: impl Fn(T, T) -> bool,
 ) {
+    // The in-plane taps of each output row (as `y * w`) and column, in
+    // window order, flattened: output `o`'s are `taps[start[o]..start[o + 1]]`.
+    let table = |n: usize, d: &WindowDim, inside: usize, scale: usize| {
+        let (mut taps, mut start) = (Vec::new(), vec![0usize]);
+        for o in 0..n {
+            let first = o as i64 * d.stride - d.pad_low;
+            for k in 0..d.size {
+                let i = first + k * d.window_dilation;
+                if i >= 0 && i < inside as i64 {
+                    taps.push(i as usize * scale);
+                }
+            }
+            start.push(taps.len());
+        }
+        (taps, start)
+    };
+    let (ys, y_start) = table(oh, wy, h, w);
+    let (xs, x_start) = table(ow, wx, w, 1);
     for oy in 0..oh {
+        let rows = &ys[y_start[oy]..y_start[oy + 1]];
         for ox in 0..ow {
-            let mut best: Option<(usize, T)> = None;
-            for o in window_taps((h, w), (oy, ox), wy, wx) {
-                let v = op[o];
-                best = match best {
-                    Some((bo, bv)) if keep(bv, v) => Some((bo, bv)),
-                    _ => Some((o, v)),
-                };
+            let cols = &xs[x_start[ox]..x_start[ox + 1]];
+            let (Some(&r0), Some(&c0)) = (rows.first(), cols.first()) else {
+                continue;
+            };
+            // The first tap in window order, then each later one that the
+            // pick does not keep over.
+            let (mut best_o, mut best_v) = (r0 + c0, op[r0 + c0]);
+            for &r in rows {
+                for &c in cols {
+                    let v = op[r + c];
+                    if !keep(best_v, v) {
+                        best_o = r + c;
+                        best_v = v;
+                    }
+                }
             }
-            if let Some((o, _)) = best {
-                dst[o] = dst[o] + src[oy * ow + ox];
-            }
+            dst[best_o] = dst[best_o] + src[oy * ow + ox];
         }
     }
 }
