@@ -238,21 +238,27 @@ impl Taps {
         kpos: &[usize],
         zero: T,
     ) {
+        match self.at(base, opos, kpos, self.offsets.len()) {
+            Some(a) => copy_run(run, &lhs[a..a + run.len()]),
+            None => run.fill(zero),
+        }
+    }
+
+    /// `base` plus the offsets of the first `dims` spatial dimensions under
+    /// output position `opos` and kernel position `kpos`, or `None` where
+    /// any falls in padding or a hole.
+    #[inline(always)]
+    fn at(&self, base: usize, opos: &[usize], kpos: &[usize], dims: usize) -> Option<usize> {
         let mut at = Some(base);
-        for (s, offsets) in self.offsets.iter().enumerate() {
+        for (s, offsets) in self.offsets[..dims].iter().enumerate() {
             at = match (at, offsets[opos[s] * self.k_sp[s] + kpos[s]]) {
                 (Some(a), Some(i)) => Some(a + i),
                 _ => None,
             };
         }
-        match at {
-            Some(a) => copy_run(run, &lhs[a..a + run.len()]),
-            None => run.fill(zero),
-        }
+        at
     }
-}
 
-impl Taps {
     /// Fills `line` with runs of `run` elements, one per position along
     /// the innermost output spatial dimension (the outer ones at `opos`),
     /// each as [`Taps::copy`] would; runs that lie end to end in the input
@@ -270,14 +276,7 @@ impl Taps {
         zero: T,
     ) {
         let last = self.offsets.len() - 1;
-        let mut at = Some(base);
-        for (s, offsets) in self.offsets[..last].iter().enumerate() {
-            at = match (at, offsets[opos[s] * self.k_sp[s] + kpos[s]]) {
-                (Some(a), Some(i)) => Some(a + i),
-                _ => None,
-            };
-        }
-        let Some(a) = at else {
+        let Some(a) = self.at(base, opos, kpos, last) else {
             line.fill(zero);
             return;
         };

@@ -240,21 +240,22 @@ impl DotKernel {
             let dst = &mut out[batch * m * n..(batch + 1) * m * n];
             let a_data = &a.data[a_off..];
             let b_data = &b.data[b_off..];
-            if m * n * k > TINY_FLOPS
+            let tiny = m * n * k <= TINY_FLOPS;
+            if !tiny
                 && n == 1
                 && a.cols.1 == 1
                 && b.rows.1 == 1
                 && gemv_rows(dst, a_data, a.rows.1, &b_data[..k], zero)
             {
                 // A matrix times a vector, rows in parallel.
-            } else if m * n * k > TINY_FLOPS
+            } else if !tiny
                 && m == 1
                 && a.cols.1 == 1
                 && b.cols.1 == 1
                 && gemv_columns(dst, &a_data[..k], b_data, b.rows.1, zero)
             {
                 // A vector times a matrix, columns in parallel.
-            } else if m * n * k <= TINY_FLOPS {
+            } else if tiny {
                 // gemm's fixed cost (about 300 ns) outweighs a product this small.
                 for i in 0..m {
                     for j in 0..n {

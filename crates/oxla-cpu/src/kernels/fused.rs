@@ -1318,31 +1318,9 @@ pub(crate) const STREAM_MIN_BYTES: usize = 8 << 20;
 /// `oxla bench` runs), while on Zen 4 (32 MiB) streaming won by 20%.
 fn stream_min_bytes() -> usize {
     static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *MIN.get_or_init(|| STREAM_MIN_BYTES.max(last_level_cache_bytes() / 4))
-}
-
-/// The size of the largest cache the first CPU reports (Linux sysfs), or 0.
-fn last_level_cache_bytes() -> usize {
-    let size = |dir: std::path::PathBuf| -> Option<usize> {
-        let text = std::fs::read_to_string(dir.join("size")).ok()?;
-        let text = text.trim();
-        let (digits, scale) = match text.strip_suffix('K') {
-            Some(d) => (d, 1 << 10),
-            None => match text.strip_suffix('M') {
-                Some(d) => (d, 1 << 20),
-                None => (text, 1),
-            },
-        };
-        digits.parse::<usize>().ok()?.checked_mul(scale)
-    };
-    std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache")
-        .map(|entries| {
-            entries
-                .filter_map(|e| size(e.ok()?.path()))
-                .max()
-                .unwrap_or(0)
-        })
-        .unwrap_or(0)
+    // gemm's own reading of the cache sizes (sysfs on Linux, cpuid
+    // elsewhere, defaults failing those).
+    *MIN.get_or_init(|| STREAM_MIN_BYTES.max(gemm_common::cache::CACHE_INFO[2].cache_bytes / 4))
 }
 
 /// Whether a kernel writing `out` should stream it (non-temporal stores).

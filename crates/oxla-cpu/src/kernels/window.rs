@@ -632,26 +632,22 @@ pub(crate) fn plan_select_and_scatter(
     })
 }
 
-/// The positions (`y * w + x`) that the window of output `(oy, ox)` covers
-/// inside an `h` x `w` plane, in row-major window order as XLA walks it.
-#[inline(always)]
-fn window_taps<'a>(
-    (h, w): (usize, usize),
-    (oy, ox): (usize, usize),
-    wy: &'a WindowDim,
-    wx: &'a WindowDim,
-) -> impl Iterator<Item = usize> + 'a {
-    let y0 = oy as i64 * wy.stride - wy.pad_low;
-    let x0 = ox as i64 * wx.stride - wx.pad_low;
-    (0..wy.size)
-        .map(move |ky| y0 + ky * wy.window_dilation)
-        .filter(move |&y| y >= 0 && y < h as i64)
-        .flat_map(move |y| {
-            (0..wx.size)
-                .map(move |kx| x0 + kx * wx.window_dilation)
-                .filter(move |&x| x >= 0 && x < w as i64)
-                .map(move |x| y as usize * w + x as usize)
-        })
+/// The in-plane taps of each of `n` outputs along one windowed dimension
+/// of `inside` elements, in window order, each times `scale`, flattened:
+/// output `o`'s are `taps[start[o]..start[o + 1]]`. Returns (taps, start).
+fn tap_table(n: usize, d: &WindowDim, inside: usize, scale: usize) -> (Vec<usize>, Vec<usize>) {
+    let (mut taps, mut start) = (Vec::new(), vec![0usize]);
+    for o in 0..n {
+        let first = o as i64 * d.stride - d.pad_low;
+        for k in 0..d.size {
+            let i = first + k * d.window_dilation;
+            if i >= 0 && i < inside as i64 {
+                taps.push(i as usize * scale);
+            }
+        }
+        start.push(taps.len());
+    }
+    (taps, start)
 }
 
 /// Select-and-scatter over one plane: for each source element, the window
@@ -669,24 +665,9 @@ fn scatter_2d<T: Elem>(
     wx: &WindowDim,
     keep: impl Fn(T, T) -> bool,
 ) {
-    // The in-plane taps of each output row (as `y * w`) and column, in
-    // window order, flattened: output `o`'s are `taps[start[o]..start[o + 1]]`.
-    let table = |n: usize, d: &WindowDim, inside: usize, scale: usize| {
-        let (mut taps, mut start) = (Vec::new(), vec![0usize]);
-        for o in 0..n {
-            let first = o as i64 * d.stride - d.pad_low;
-            for k in 0..d.size {
-                let i = first + k * d.window_dilation;
-                if i >= 0 && i < inside as i64 {
-                    taps.push(i as usize * scale);
-                }
-            }
-            start.push(taps.len());
-        }
-        (taps, start)
-    };
-    let (ys, y_start) = table(oh, wy, h, w);
-    let (xs, x_start) = table(ow, wx, w, 1);
+    // The in-plane taps of each output row (as `y * w`) and column.
+    let (ys, y_start) = tap_table(oh, wy, h, w);
+    let (xs, x_start) = tap_table(ow, wx, w, 1);
     for oy in 0..oh {
         let rows = &ys[y_start[oy]..y_start[oy + 1]];
         for ox in 0..ow {
@@ -728,11 +709,15 @@ fn scatter_2d_channels<T: Elem>(
     // Per channel: the selected element's offset and value.
     let mut best_o = vec![0usize; c];
     let mut best_v: Vec<T> = op.get(..c).map(<[T]>::to_vec).unwrap_or_default();
+    let (ys, y_start) = tap_table(oh, wy, h, w);
+    let (xs, x_start) = tap_table(ow, wx, w, 1);
     for oy in 0..oh {
+        let rows = &ys[y_start[oy]..y_start[oy + 1]];
         for ox in 0..ow {
+            let cols = &xs[x_start[ox]..x_start[ox + 1]];
             // Whether any position of the window was inside the plane.
             let mut any = false;
-            for o in window_taps((h, w), (oy, ox), wy, wx) {
+            for o in rows.iter().flat_map(|&r| cols.iter().map(move |&x| r + x)) {
                 let o = o * c;
                 let values = &op[o..o + c];
                 if any {
