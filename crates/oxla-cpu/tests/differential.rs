@@ -960,6 +960,12 @@ fn pads_with_interior_and_negative_edges() {
         "HloModule t\nENTRY e {\n  x = pred[1000] parameter(0)\n  v = pred[] parameter(1)\n  ROOT p = pred[2995] pad(x, v), padding=-5_2_2\n}\n",
         0.0,
     );
+    // Extreme amounts that cancel, and any interior padding of a size-1
+    // dimension, are valid: both backends compute them without overflow.
+    check(
+        "HloModule t\nENTRY e {\n  x = f32[1,3] parameter(0)\n  v = f32[] parameter(1)\n  ROOT p = f32[1,5] pad(x, v), padding=-9223372036854775807_9223372036854775807_9223372036854775807x1_1_0\n}\n",
+        0.0,
+    );
     // The max-pool gradient's pattern: pad with -inf, then select-and-scatter.
     check(
         "HloModule t\nENTRY e {\n  x = f64[8,64,112,112] parameter(0)\n  v = f64[] constant(-inf)\n  ROOT p = f64[8,64,113,113] pad(x, v), padding=0_0x0_0x0_1x0_1\n}\n",

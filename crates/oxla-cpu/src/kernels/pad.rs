@@ -44,8 +44,10 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<PadK
 /// Where input index `j` lands along one dimension, if inside the output.
 #[inline(always)]
 fn land(p: &PadDim, j: usize, out: usize) -> Option<usize> {
-    let o = p.low + j as i64 * (p.interior + 1);
-    (o >= 0 && (o as usize) < out).then_some(o as usize)
+    // In i128: the amounts may be anywhere in i64 where they cancel or
+    // meet a dimension of size 1.
+    let o = p.low as i128 + j as i128 * (p.interior as i128 + 1);
+    (o >= 0 && o < out as i128).then_some(o as usize)
 }
 
 impl PadKernel {
@@ -72,8 +74,8 @@ impl PadKernel {
             chunk.fill(value);
             // The input block landing here along dimension 0, if any.
             let p = &self.padding[0];
-            let step = p.interior + 1;
-            let shifted = o0 as i64 - p.low;
+            let step = p.interior as i128 + 1;
+            let shifted = o0 as i128 - p.low as i128;
             if shifted < 0 || shifted % step != 0 || (shifted / step) as usize >= self.in_dims[0] {
                 return;
             }

@@ -325,8 +325,11 @@ pub(crate) fn pad(instr: &HloInstruction, operands: &[Value]) -> OpResult<Value>
     for_each_index::<()>(&out_dims, |o| {
         let mut src = Some(0usize);
         for d in 0..o.len() {
-            let p = o[d] as i64 - config[d].low;
-            let step = config[d].interior + 1;
+            // In i128: `low` and `interior` may be anywhere in i64 when the
+            // dimension leaves them no room to matter (a size-1 operand
+            // takes any interior padding).
+            let p = o[d] as i128 - config[d].low as i128;
+            let step = config[d].interior as i128 + 1;
             if p < 0 || p % step != 0 || (p / step) as usize >= dims[d] {
                 src = None;
                 break;
