@@ -155,6 +155,11 @@ def case(name, fn, args, op, tol=EXACT, hlo_ops=None, hlo_text=(), ref=None,
                 may_custom_call=may_custom_call, allow_denormals=allow_denormals)
 
 
+# The custom-call targets oxla runs itself (crates/oxla-interp/src/eval/lapack.rs):
+# cases whose only custom-calls are these are written; others are dropped.
+BUILTIN_TARGET = re.compile(r"lapack_[sdcz](potrf|getrf|trsm)_ffi")
+
+
 # --------------------------------------------------------------------------
 # Deterministic inputs.
 
@@ -1565,6 +1570,74 @@ def linalg():
                      ("linalg_det_4x4", jnp.linalg.det), ("linalg_eigh", lambda a: jnp.linalg.eigh(a)[0])):
         m4 = floats(F32, (4, 4), 378, -1, 1, False) + np.eye(4, dtype=F32) * 4
         cs.append(case(name, fn, [m4 @ m4.T], name, tol=close(1e-4, 1e-5), hlo_ops=(), may_custom_call=True))
+    cs.extend(lapack_cases())
+    return cs
+
+
+def spd(dt, batch, n, seed):
+    """A batch of well-conditioned Hermitian positive-definite matrices."""
+    shape = (*batch, n, n)
+    m = floats(F64, shape, seed, -1, 1, False)
+    if np.dtype(dt) in COMPLEX:
+        m = m + 1j * floats(F64, shape, seed + 1, -1, 1, False)
+    h = m @ np.conj(np.swapaxes(m, -1, -2)) + n * np.eye(n)
+    return h.astype(dt)
+
+
+def general(dt, shape, seed):
+    m = floats(F64, shape, seed, -1, 1, False)
+    if np.dtype(dt) in COMPLEX:
+        m = m + 1j * floats(F64, shape, seed + 1, -1, 1, False)
+    n = shape[-1]
+    if shape[-2] == n:
+        m = m + 2 * np.eye(n)  # keep the solves well conditioned
+    return m.astype(dt)
+
+
+def lapack_cases():
+    """jnp.linalg and jax.scipy.linalg routines that lower to LAPACK custom-calls
+    (potrf, getrf, trsm), which oxla runs itself."""
+    from jax.scipy import linalg as sla
+    cs = []
+    tol = {F32: close(2e-4, 2e-5), F64: close(1e-10, 1e-12), C64: close(2e-4, 2e-5),
+           C128: close(1e-10, 1e-12)}
+    for i, dt in enumerate((F32, F64, C64, C128)):
+        t = XLA_NAME[dt]
+        a = spd(dt, (2,), 5, 400 + 10 * i)
+        cs.append(case(f"lapack_cholesky_{t}", jnp.linalg.cholesky, [a], "potrf", tol=tol[dt],
+                       hlo_ops=(), may_custom_call=True))
+        cs.append(case(f"lapack_cholesky_upper_{t}", lambda x: sla.cholesky(x, lower=False), [a],
+                       "potrf", tol=tol[dt], hlo_ops=(), may_custom_call=True))
+        g = general(dt, (2, 4, 4), 402 + 10 * i)
+        cs.append(case(f"lapack_lu_factor_{t}", sla.lu_factor, [g], "getrf", tol=tol[dt],
+                       hlo_ops=(), may_custom_call=True))
+        rhs = general(dt, (2, 4, 3), 404 + 10 * i)
+        cs.append(case(f"lapack_solve_{t}", jnp.linalg.solve, [g, rhs], "getrf", tol=tol[dt],
+                       hlo_ops=(), may_custom_call=True))
+        cs.append(case(f"lapack_inv_det_{t}", lambda x: (jnp.linalg.inv(x), jnp.linalg.det(x)), [g],
+                       "getrf", tol=tol[dt], hlo_ops=(), may_custom_call=True))
+        for left, lower, trans, unit in ((True, True, 0, False), (True, False, 1, True),
+                                         (False, True, 2, False), (False, False, 0, True)):
+            shape_b = (2, 4, 3) if left else (2, 3, 4)
+            b = general(dt, shape_b, 406 + 10 * i)
+            name = (f"lapack_trsm_{'left' if left else 'right'}_{'lower' if lower else 'upper'}"
+                    f"_{'NTC'[trans]}{'_unit' if unit else ''}_{t}")
+            fn = (lambda left, lower, trans, unit: lambda x, y: lax.linalg.triangular_solve(
+                x, y, left_side=left, lower=lower, transpose_a=trans > 0,
+                conjugate_a=trans == 2, unit_diagonal=unit))(left, lower, trans, unit)
+            cs.append(case(name, fn, [g, b], "trsm", tol=tol[dt], hlo_ops=(), may_custom_call=True))
+    # Wide and tall LU, a singular matrix (a zero pivot), a matrix that is not
+    # positive definite (JAX masks the factor with NaN).
+    cs.append(case("lapack_lu_wide_f32", lambda x: lax.linalg.lu(x),
+                   [general(F32, (3, 5), 450)], "getrf", tol=tol[F32], hlo_ops=(), may_custom_call=True))
+    cs.append(case("lapack_lu_tall_f64", lambda x: lax.linalg.lu(x), [general(F64, (2, 5, 3), 451)],
+                   "getrf", tol=tol[F64], hlo_ops=(), may_custom_call=True))
+    singular = np.array([[1, 2, 3], [2, 4, 6], [1, 0, 1]], F64)
+    cs.append(case("lapack_lu_singular_f64", sla.lu_factor, [singular], "getrf", tol=tol[F64],
+                   hlo_ops=(), may_custom_call=True))
+    not_pd = np.array([[[1, 2], [2, 1]], [[4, 2], [2, 5]]], F32)
+    cs.append(case("lapack_cholesky_not_pd_f32", jnp.linalg.cholesky, [not_pd], "potrf",
+                   tol=tol[F32], hlo_ops=(), may_custom_call=True))
     return cs
 
 
@@ -1871,16 +1944,18 @@ def main():
         except Exception as e:  # noqa: BLE001 - report every broken case at once
             errors.append((c.name, f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"))
             continue
+        targets = sorted(set(re.findall(r'custom_call_target="([^"]+)"', hlo)))
         if "custom-call" in hlo:
             if not c.may_custom_call:
                 errors.append((c.name, "unexpected custom-call in HLO"))
                 continue
-            target = re.search(r'custom_call_target="([^"]+)"', hlo)
-            dropped.append((c.name, target.group(1) if target else "?"))
-            continue
+            unsupported = [t for t in targets if not BUILTIN_TARGET.fullmatch(t)]
+            if unsupported or not targets:
+                dropped.append((c.name, ", ".join(unsupported) or "?"))
+                continue
         ops = opcodes_in(hlo)
         try:
-            assert not c.may_custom_call, "expected a custom-call but got plain HLO"
+            assert not c.may_custom_call or targets, "expected a custom-call but got plain HLO"
             for op in c.hlo_ops:
                 assert op in ops, f"HLO has no '{op}' instruction (has {sorted(ops)})"
             for text in c.hlo_text:

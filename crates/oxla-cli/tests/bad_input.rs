@@ -294,6 +294,21 @@ fn missing_custom_call() {
 }
 
 #[test]
+fn lapack_call_with_a_bad_attribute() {
+    let line = run_error(
+        &entry(
+            "  a = f32[2,2] constant({{4, 2}, {2, 5}})\n  ROOT c = (f32[2,2], s32[]) custom-call(a), custom_call_target=\"lapack_spotrf_ffi\", backend_config={uplo = 88 : ui8}",
+        ),
+        &[],
+        &[],
+    );
+    assert_eq!(
+        line,
+        "error: in computation `e`, instruction `c` (custom-call): `lapack_spotrf_ffi`: uplo = 88 ('X') is not one LAPACK accepts"
+    );
+}
+
+#[test]
 fn infeed_without_data() {
     let line = run_error(
         &entry(

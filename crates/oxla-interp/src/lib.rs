@@ -57,6 +57,7 @@ pub use elementwise::{ElementwiseFunction, Scratch as ElementwiseScratch};
 pub use error::{EvalError, ServiceError, ServiceKind};
 /// How ThreeFry lays out 32-bit outputs, for backends that must agree with
 /// the interpreter bit for bit.
+pub use eval::lapack::is_builtin as is_builtin_custom_call;
 pub use eval::rng::threefry_split_dimension;
 /// The `rng` stream and how its words become each distribution's values,
 /// for backends that must agree with the interpreter bit for bit.

@@ -16,7 +16,7 @@ use crate::index::{Counter, dims_usize, element_count, linear, strides};
 use crate::value::{Value, make_array};
 
 /// The two number types the solvers work in.
-trait Field:
+pub(super) trait Field:
     Copy
     + Add<Output = Self>
     + Sub<Output = Self>
@@ -33,6 +33,10 @@ trait Field:
     /// The principal square root of the real part (the diagonal of a Cholesky factor).
     fn sqrt_real(self) -> Self;
     fn nan() -> Self;
+    /// `|re| + |im|`, the magnitude LAPACK pivots by.
+    fn abs1(self) -> f64;
+    /// Whether the real part is positive (and not NaN).
+    fn positive_real(self) -> bool;
 }
 
 impl Field for f64 {
@@ -55,6 +59,12 @@ impl Field for f64 {
     }
     fn nan() -> f64 {
         f64::NAN
+    }
+    fn abs1(self) -> f64 {
+        self.abs()
+    }
+    fn positive_real(self) -> bool {
+        self > 0.0
     }
 }
 
@@ -82,25 +92,36 @@ impl Field for Complex64 {
     fn nan() -> Complex64 {
         Complex64::new(f64::NAN, f64::NAN)
     }
+    fn abs1(self) -> f64 {
+        self.re.abs() + self.im.abs()
+    }
+    fn positive_real(self) -> bool {
+        self.re > 0.0
+    }
 }
 
-fn load<T: Field>(a: &ArrayLiteral) -> Vec<T> {
+pub(super) fn load<T: Field>(a: &ArrayLiteral) -> Vec<T> {
     (0..a.element_count())
         .map(|i| T::read(Elem::read(a.data(), i)))
         .collect()
 }
 
 fn store<T: Field>(shape: &ArrayShape, values: &[T]) -> OpResult<Value> {
+    Ok(Value::array(store_array(shape, values)?))
+}
+
+/// An array of `shape` holding `values` rounded to its element type.
+pub(super) fn store_array<T: Field>(shape: &ArrayShape, values: &[T]) -> OpResult<ArrayLiteral> {
     let ty = shape.element_type();
     let data = ArrayData::from_scalars(
         ty,
         &values.iter().map(|v| v.to_scalar()).collect::<Vec<_>>(),
     );
-    Ok(Value::array(make_array(shape, data)?))
+    make_array(shape, data)
 }
 
 /// Dimensions `[..., rows, cols]` of a batch of matrices: (batch count, rows, cols).
-fn matrices(a: &ArrayLiteral) -> OpResult<(usize, usize, usize)> {
+pub(super) fn matrices(a: &ArrayLiteral) -> OpResult<(usize, usize, usize)> {
     let d = dims_usize(a.dims());
     if d.len() < 2 {
         return fail(format!("expected a (batch of) matrices, got {}", a.shape()));
@@ -116,7 +137,7 @@ fn matrices(a: &ArrayLiteral) -> OpResult<(usize, usize, usize)> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn solve<T: Field>(
+pub(super) fn solve<T: Field>(
     a: &[T],
     b: &[T],
     batches: usize,

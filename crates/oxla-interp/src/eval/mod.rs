@@ -8,6 +8,7 @@ pub(crate) mod convolution;
 pub(crate) mod dot;
 pub(crate) mod elementwise;
 pub(crate) mod gather_scatter;
+pub(crate) mod lapack;
 pub(crate) mod linalg;
 pub(crate) mod movement;
 pub(crate) mod reduce;

@@ -88,6 +88,9 @@ impl Interpreter<'_> {
         operands: &[Value],
     ) -> OpResult<Value> {
         let target = attr(&instr.attrs.custom_call_target, "custom_call_target")?;
+        if let Some(result) = super::lapack::call(target, instr, operands) {
+            return result;
+        }
         let literals: Vec<Literal> = operands.iter().map(Value::to_literal).collect();
         let config = instr.attrs.backend_config.as_deref().unwrap_or("");
         let value = self

@@ -227,7 +227,9 @@ impl Client {
             for instr in comp.instructions() {
                 if instr.opcode == Opcode::CustomCall {
                     let target = instr.attrs.custom_call_target.as_deref().unwrap_or("");
-                    if self.shared.custom_calls.get(target).is_none() {
+                    if self.shared.custom_calls.get(target).is_none()
+                        && !oxla_interp::is_builtin_custom_call(target)
+                    {
                         return Err(Error::Compile(format!(
                             "custom-call `{}` in {} calls the target `{target}`, which is not registered",
                             instr.name, comp.name

@@ -1,0 +1,413 @@
+//! The LAPACK custom calls JAX emits on CPU, built in: `jnp.linalg.cholesky`
+//! lowers to `lapack_?potrf_ffi`, `lu_factor`, `det`, `inv` and `solve` to
+//! `lapack_?getrf_ffi`, and triangular solves to `lapack_?trsm_ffi` (`?` is
+//! s, d, c or z for f32, f64, c64, c128). XLA:CPU runs these through LAPACK;
+//! here they follow LAPACK's contracts on the logical arrays:
+//!
+//! * The operand layouts JAX asks for (`{1,2,0}`: each matrix column-major)
+//!   only place LAPACK's `A(i, j)` at the logical element `[..., i, j]`, so
+//!   they change nothing here. Leading dimensions are batches.
+//! * `potrf` (`uplo` `L` or `U`): `(factor, info)`. The selected triangle
+//!   becomes the Cholesky factor, the other keeps the operand's values;
+//!   `info` is 0, or the 1-based order of the first leading minor that is
+//!   not positive definite (JAX then masks the batch element with NaN).
+//! * `getrf`: `(lu, ipiv, info)`, partial pivoting by rows: `lu` holds the
+//!   unit lower factor below the diagonal and the upper factor on and above
+//!   it, `ipiv[i]` the 1-based row swapped with row `i + 1`, `info` 0 or the
+//!   1-based index of the first exactly zero pivot (the factorisation still
+//!   completes).
+//! * `trsm` (`side`, `uplo`, `trans_x` `N`/`T`/`C`, `diag` `N`/`U`): the
+//!   solution of `op(a) x = b` (side `L`) or `x op(a) = b` (side `R`), as
+//!   the `triangular-solve` instruction computes it.
+//!
+//! Like the other solvers, these compute in f64 (or complex f64) and round
+//! once, so they agree with LAPACK's single-precision results to rounding.
+//! The attributes come from the typed-FFI `backend_config`, for instance
+//! `{uplo = 76 : ui8}` (76 is `L`).
+
+use num_complex::Complex64;
+use oxla_hlo::ir::{TriangularSolveOptions, TriangularTranspose};
+use oxla_hlo::{ArrayData, HloInstruction, PrimitiveType, Scalar, Shape};
+
+use super::linalg::{Field, load, matrices, solve, store_array};
+use crate::error::{OpResult, fail};
+use crate::value::{Value, make_array};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Routine {
+    Potrf,
+    Getrf,
+    Trsm,
+}
+
+/// The routine and element type a built-in target names.
+fn routine(target: &str) -> Option<(Routine, PrimitiveType)> {
+    let name = target.strip_prefix("lapack_")?.strip_suffix("_ffi")?;
+    let ty = match name.as_bytes().first()? {
+        b's' => PrimitiveType::F32,
+        b'd' => PrimitiveType::F64,
+        b'c' => PrimitiveType::C64,
+        b'z' => PrimitiveType::C128,
+        _ => return None,
+    };
+    let routine = match &name[1..] {
+        "potrf" => Routine::Potrf,
+        "getrf" => Routine::Getrf,
+        "trsm" => Routine::Trsm,
+        _ => return None,
+    };
+    Some((routine, ty))
+}
+
+/// Whether `target` is a custom-call target oxla runs itself.
+pub fn is_builtin(target: &str) -> bool {
+    routine(target).is_some()
+}
+
+/// Runs the built-in target `target`, or `None` if it is not one.
+pub(crate) fn call(
+    target: &str,
+    instr: &HloInstruction,
+    operands: &[Value],
+) -> Option<OpResult<Value>> {
+    let (routine, ty) = routine(target)?;
+    let config = instr.attrs.backend_config.as_deref().unwrap_or("");
+    let run = || -> OpResult<Value> {
+        let arrays = operands
+            .iter()
+            .map(Value::as_array)
+            .collect::<OpResult<Vec<_>>>()?;
+        let expected = if routine == Routine::Trsm { 2 } else { 1 };
+        if arrays.len() != expected {
+            return fail(format!(
+                "`{target}` takes {expected} operand(s), got {}",
+                arrays.len()
+            ));
+        }
+        if let Some(a) = arrays.iter().find(|a| a.element_type() != ty) {
+            return fail(format!(
+                "`{target}` works on {ty} matrices, got {}",
+                a.shape()
+            ));
+        }
+        let complex = ty.is_complex();
+        match routine {
+            Routine::Potrf => {
+                let lower = match flag(config, "uplo")? {
+                    b'L' => true,
+                    b'U' => false,
+                    c => return bad_flag(target, "uplo", c),
+                };
+                let a = arrays[0];
+                let (batches, n, n2) = matrices(a)?;
+                if n != n2 {
+                    return fail(format!("`{target}`: {} is not square", a.shape()));
+                }
+                let (factor, info) = if complex {
+                    let (f, i) = potrf::<Complex64>(load(a), batches, n, lower);
+                    (store_array(a.shape(), &f)?, i)
+                } else {
+                    let (f, i) = potrf::<f64>(load(a), batches, n, lower);
+                    (store_array(a.shape(), &f)?, i)
+                };
+                let tuple = instr.shape.tuple_shapes().unwrap_or(&[]);
+                let info = int_array(tuple.get(1), &info, target)?;
+                Ok(Value::tuple(vec![Value::array(factor), info]))
+            }
+            Routine::Getrf => {
+                let a = arrays[0];
+                let (batches, m, n) = matrices(a)?;
+                let (lu, pivots, info) = if complex {
+                    let (f, p, i) = getrf::<Complex64>(load(a), batches, m, n);
+                    (store_array(a.shape(), &f)?, p, i)
+                } else {
+                    let (f, p, i) = getrf::<f64>(load(a), batches, m, n);
+                    (store_array(a.shape(), &f)?, p, i)
+                };
+                let tuple = instr.shape.tuple_shapes().unwrap_or(&[]);
+                let pivots = int_array(tuple.get(1), &pivots, target)?;
+                let info = int_array(tuple.get(2), &info, target)?;
+                Ok(Value::tuple(vec![Value::array(lu), pivots, info]))
+            }
+            Routine::Trsm => {
+                let opts = TriangularSolveOptions {
+                    left_side: match flag(config, "side")? {
+                        b'L' => true,
+                        b'R' => false,
+                        c => return bad_flag(target, "side", c),
+                    },
+                    lower: match flag(config, "uplo")? {
+                        b'L' => true,
+                        b'U' => false,
+                        c => return bad_flag(target, "uplo", c),
+                    },
+                    unit_diagonal: match flag(config, "diag")? {
+                        b'U' => true,
+                        b'N' => false,
+                        c => return bad_flag(target, "diag", c),
+                    },
+                    transpose_a: match flag(config, "trans_x")? {
+                        b'N' => TriangularTranspose::NoTranspose,
+                        b'T' => TriangularTranspose::Transpose,
+                        b'C' => TriangularTranspose::Adjoint,
+                        c => return bad_flag(target, "trans_x", c),
+                    },
+                };
+                let (a, b) = (arrays[0], arrays[1]);
+                let (batches, m, m2) = matrices(a)?;
+                let (b_batches, rows, cols) = matrices(b)?;
+                let solved = if opts.left_side { rows } else { cols };
+                if m != m2 || batches != b_batches || solved != m {
+                    return fail(format!(
+                        "`{target}`: a {} and b {} do not fit together",
+                        a.shape(),
+                        b.shape()
+                    ));
+                }
+                let x = if complex {
+                    let x = solve::<Complex64>(&load(a), &load(b), batches, m, rows, cols, &opts);
+                    store_array(b.shape(), &x)?
+                } else {
+                    let x = solve::<f64>(&load(a), &load(b), batches, m, rows, cols, &opts);
+                    store_array(b.shape(), &x)?
+                };
+                Ok(Value::array(x))
+            }
+        }
+    };
+    let result = run();
+    Some(result.and_then(|v| {
+        if v.shape().compatible(&instr.shape) {
+            Ok(v)
+        } else {
+            fail(format!(
+                "`{target}` gives {}, but the custom-call's shape is {}",
+                v.shape(),
+                instr.shape
+            ))
+        }
+    }))
+}
+
+/// The character-valued attribute `key` of a typed-FFI backend config such
+/// as `{diag = 78 : ui8, side = 76 : ui8}`.
+fn flag(config: &str, key: &str) -> OpResult<u8> {
+    let body = config.trim().trim_start_matches('{').trim_end_matches('}');
+    for entry in body.split(',') {
+        let Some((name, value)) = entry.split_once('=') else {
+            continue;
+        };
+        if name.trim() != key {
+            continue;
+        }
+        let number = value.split(':').next().unwrap_or("").trim();
+        return match number.parse::<u8>() {
+            Ok(v) => Ok(v),
+            Err(_) => fail(format!(
+                "backend_config attribute `{key}` is `{}`, not a character code",
+                value.trim()
+            )),
+        };
+    }
+    fail(format!(
+        "backend_config `{config}` lacks the attribute `{key}`"
+    ))
+}
+
+fn bad_flag<T>(target: &str, key: &str, code: u8) -> OpResult<T> {
+    fail(format!(
+        "`{target}`: {key} = {code} ({:?}) is not one LAPACK accepts",
+        code as char
+    ))
+}
+
+/// An s32 (or other integer) result array of `values`, in the shape the
+/// custom-call declares for it.
+fn int_array(shape: Option<&Shape>, values: &[i64], target: &str) -> OpResult<Value> {
+    let Some(shape) = shape.and_then(Shape::as_array) else {
+        return fail(format!(
+            "`{target}` returns a tuple with an integer array for its status outputs"
+        ));
+    };
+    if !shape.element_type().is_integral() {
+        return fail(format!("`{target}`: {shape} is not an integer array"));
+    }
+    let scalars: Vec<Scalar> = values.iter().map(|&v| Scalar::Int(v as i128)).collect();
+    let data = ArrayData::from_scalars(shape.element_type(), &scalars);
+    Ok(Value::array(make_array(shape, data)?))
+}
+
+/// LAPACK's `potrf` on each `n x n` matrix of `a`: the selected triangle
+/// becomes the factor (`a = L L^H` or `U^H U`), the other is left as it is.
+/// On a minor that is not positive definite the batch element stops there,
+/// as LAPACK does, with its order in `info`.
+fn potrf<T: Field>(mut a: Vec<T>, batches: usize, n: usize, lower: bool) -> (Vec<T>, Vec<i64>) {
+    let mut info = vec![0i64; batches];
+    for (batch, status) in info.iter_mut().enumerate() {
+        let m = &mut a[batch * n * n..(batch + 1) * n * n];
+        // Work on the lower factor L; for `U` read and write its conjugate
+        // transpose, element (i, j) of L being U's (j, i).
+        let at = |i: usize, j: usize| if lower { i * n + j } else { j * n + i };
+        let get = |m: &[T], i: usize, j: usize| {
+            if lower {
+                m[at(i, j)]
+            } else {
+                m[at(i, j)].conj()
+            }
+        };
+        for j in 0..n {
+            let mut d = get(m, j, j);
+            for k in 0..j {
+                d = d - get(m, j, k) * get(m, j, k).conj();
+            }
+            if !d.positive_real() {
+                // LAPACK leaves the failing diagonal element as computed.
+                m[at(j, j)] = d;
+                *status = j as i64 + 1;
+                break;
+            }
+            let djj = d.sqrt_real();
+            m[at(j, j)] = djj;
+            for i in j + 1..n {
+                let mut s = get(m, i, j);
+                for k in 0..j {
+                    s = s - get(m, i, k) * get(m, j, k).conj();
+                }
+                let v = s / djj;
+                m[at(i, j)] = if lower { v } else { v.conj() };
+            }
+        }
+    }
+    (a, info)
+}
+
+/// LAPACK's `getrf` on each `m x n` matrix of `a`: row pivots (1-based, the
+/// first largest `|re| + |im|` in the column, as `i?amax`) and status.
+fn getrf<T: Field>(
+    mut a: Vec<T>,
+    batches: usize,
+    m: usize,
+    n: usize,
+) -> (Vec<T>, Vec<i64>, Vec<i64>) {
+    let steps = m.min(n);
+    let mut pivots = vec![0i64; batches * steps];
+    let mut info = vec![0i64; batches];
+    for batch in 0..batches {
+        let x = &mut a[batch * m * n..(batch + 1) * m * n];
+        for j in 0..steps {
+            let mut p = j;
+            for i in j + 1..m {
+                if x[i * n + j].abs1() > x[p * n + j].abs1() {
+                    p = i;
+                }
+            }
+            pivots[batch * steps + j] = p as i64 + 1;
+            let pivot = x[p * n + j];
+            if pivot.abs1() == 0.0 {
+                // LAPACK records the first zero pivot and goes on (the
+                // column below is zero too, so there is nothing to update).
+                if info[batch] == 0 {
+                    info[batch] = j as i64 + 1;
+                }
+                continue;
+            }
+            if p != j {
+                for c in 0..n {
+                    x.swap(j * n + c, p * n + c);
+                }
+            }
+            for i in j + 1..m {
+                x[i * n + j] = x[i * n + j] / pivot;
+            }
+            for i in j + 1..m {
+                let l = x[i * n + j];
+                for c in j + 1..n {
+                    x[i * n + c] = x[i * n + c] - l * x[j * n + c];
+                }
+            }
+        }
+    }
+    (a, pivots, info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(
+            routine("lapack_spotrf_ffi"),
+            Some((Routine::Potrf, PrimitiveType::F32))
+        );
+        assert_eq!(
+            routine("lapack_zgetrf_ffi"),
+            Some((Routine::Getrf, PrimitiveType::C128))
+        );
+        assert_eq!(
+            routine("lapack_dtrsm_ffi"),
+            Some((Routine::Trsm, PrimitiveType::F64))
+        );
+        assert_eq!(routine("lapack_spotrf"), None);
+        assert_eq!(routine("lapack_xpotrf_ffi"), None);
+        assert_eq!(routine("lapack_sgesdd_ffi"), None);
+        assert_eq!(routine("lapack__ffi"), None);
+    }
+
+    #[test]
+    fn flags() {
+        let config = "{diag = 78 : ui8, side = 76 : ui8, trans_x = 84 : ui8, uplo = 85 : ui8}";
+        assert_eq!(flag(config, "diag").unwrap(), b'N');
+        assert_eq!(flag(config, "side").unwrap(), b'L');
+        assert_eq!(flag(config, "trans_x").unwrap(), b'T');
+        assert_eq!(flag(config, "uplo").unwrap(), b'U');
+        assert!(flag(config, "alpha").is_err());
+        assert!(flag("{uplo = x : ui8}", "uplo").is_err());
+        assert!(flag("", "uplo").is_err());
+    }
+
+    #[test]
+    fn potrf_both_triangles_and_failure() {
+        // [[4, 2], [2, 5]] = L L^T with L = [[2, 0], [1, 2]].
+        let a = vec![4.0, 2.0, 2.0, 5.0];
+        let (l, info) = potrf::<f64>(a.clone(), 1, 2, true);
+        assert_eq!((l, info), (vec![2.0, 2.0, 1.0, 2.0], vec![0]));
+        let (u, info) = potrf::<f64>(a, 1, 2, false);
+        assert_eq!((u, info), (vec![2.0, 1.0, 2.0, 2.0], vec![0]));
+        // The second leading minor of [[1, 2], [2, 1]] is -3.
+        let (f, info) = potrf::<f64>(vec![1.0, 2.0, 2.0, 1.0], 1, 2, true);
+        assert_eq!(info, vec![2]);
+        assert_eq!(f, vec![1.0, 2.0, 2.0, -3.0]);
+        // Hermitian: [[4, 2i], [-2i, 5]] = L L^H with L = [[2, 0], [-i, 2]].
+        let c = |re, im| Complex64::new(re, im);
+        let h = vec![c(4.0, 0.0), c(0.0, 2.0), c(0.0, -2.0), c(5.0, 0.0)];
+        let (l, info) = potrf::<Complex64>(h, 1, 2, true);
+        assert_eq!(info, vec![0]);
+        assert_eq!(l[2], c(0.0, -1.0));
+        assert_eq!(l[3], c(2.0, 0.0));
+    }
+
+    #[test]
+    fn getrf_pivots_like_lapack() {
+        // [[1, 2], [3, 4]]: pivot row 2; L = [[1, 0], [1/3, 1]], U = [[3, 4], [0, 2/3]].
+        let (lu, piv, info) = getrf::<f64>(vec![1.0, 2.0, 3.0, 4.0], 1, 2, 2);
+        assert_eq!(piv, vec![2, 2]);
+        assert_eq!(info, vec![0]);
+        assert_eq!(lu[0..2], [3.0, 4.0]);
+        assert!((lu[2] - 1.0 / 3.0).abs() < 1e-15);
+        assert!((lu[3] - 2.0 / 3.0).abs() < 1e-15);
+        // A singular matrix: the second pivot is exactly zero.
+        let (_, piv, info) = getrf::<f64>(vec![1.0, 2.0, 2.0, 4.0], 1, 2, 2);
+        assert_eq!(piv, vec![2, 2]);
+        assert_eq!(info, vec![2]);
+        // Wide and tall matrices take min(m, n) pivots.
+        let (_, piv, _) = getrf::<f64>(vec![0.0, 1.0, 2.0, 5.0, 1.0, 0.0], 1, 2, 3);
+        assert_eq!(piv, vec![2, 2]);
+        // [[1, 0], [3, 1], [-7, 2]]: row 3 first; then column 2 below is
+        // 1 + 6/7 (row 2) and 2/7 (row 3, formerly row 1).
+        let (lu, piv, _) = getrf::<f64>(vec![1.0, 0.0, 3.0, 1.0, -7.0, 2.0], 1, 3, 2);
+        assert_eq!(piv, vec![3, 2]);
+        assert_eq!(lu[0..2], [-7.0, 2.0]);
+        assert!((lu[3] - 13.0 / 7.0).abs() < 1e-15);
+    }
+}
