@@ -157,7 +157,7 @@ def case(name, fn, args, op, tol=EXACT, hlo_ops=None, hlo_text=(), ref=None,
 
 # The custom-call targets oxla runs itself (crates/oxla-interp/src/eval/lapack.rs):
 # cases whose only custom-calls are these are written; others are dropped.
-BUILTIN_TARGET = re.compile(r"lapack_[sdcz](potrf|getrf|trsm)_ffi")
+BUILTIN_TARGET = re.compile(r"lapack_([sdcz](potrf|getrf|trsm|geqrf)|[sd]orgqr|[cz]ungqr)_ffi")
 
 
 # --------------------------------------------------------------------------
@@ -1626,6 +1626,20 @@ def lapack_cases():
                 x, y, left_side=left, lower=lower, transpose_a=trans > 0,
                 conjugate_a=trans == 2, unit_diagonal=unit))(left, lower, trans, unit)
             cs.append(case(name, fn, [g, b], "trsm", tol=tol[dt], hlo_ops=(), may_custom_call=True))
+    for i, dt in enumerate((F32, F64, C64, C128)):
+        t = XLA_NAME[dt]
+        tall = general(dt, (2, 5, 3), 460 + 10 * i)
+        cs.append(case(f"lapack_qr_{t}", jnp.linalg.qr, [tall], "geqrf", tol=tol[dt],
+                       hlo_ops=(), may_custom_call=True))
+        cs.append(case(f"lapack_qr_complete_{t}", lambda x: jnp.linalg.qr(x, mode="complete"), [tall],
+                       "geqrf", tol=tol[dt], hlo_ops=(), may_custom_call=True))
+        wide = general(dt, (3, 5), 462 + 10 * i)
+        cs.append(case(f"lapack_qr_wide_{t}", jnp.linalg.qr, [wide], "geqrf", tol=tol[dt],
+                       hlo_ops=(), may_custom_call=True))
+    # A column with nothing below the diagonal to annihilate (tau = 0).
+    cs.append(case("lapack_qr_triangular_f64", jnp.linalg.qr,
+                   [np.array([[2, 1, 3], [0, -1, 2], [0, 0, 4]], F64)], "geqrf", tol=tol[F64],
+                   hlo_ops=(), may_custom_call=True))
     # Wide and tall LU, a singular matrix (a zero pivot), a matrix that is not
     # positive definite (JAX masks the factor with NaN).
     cs.append(case("lapack_lu_wide_f32", lambda x: lax.linalg.lu(x),

@@ -1,7 +1,8 @@
 //! The LAPACK custom calls JAX emits on CPU, built in: `jnp.linalg.cholesky`
 //! lowers to `lapack_?potrf_ffi`, `lu_factor`, `det`, `inv` and `solve` to
-//! `lapack_?getrf_ffi`, and triangular solves to `lapack_?trsm_ffi` (`?` is
-//! s, d, c or z for f32, f64, c64, c128). XLA:CPU runs these through LAPACK;
+//! `lapack_?getrf_ffi`, triangular solves to `lapack_?trsm_ffi`, and `qr` to
+//! `lapack_?geqrf_ffi` and `lapack_?orgqr_ffi` (`?ungqr` for complex); `?` is
+//! s, d, c or z for f32, f64, c64, c128. XLA:CPU runs these through LAPACK;
 //! here they follow LAPACK's contracts on the logical arrays:
 //!
 //! * The operand layouts JAX asks for (`{1,2,0}`: each matrix column-major)
@@ -19,6 +20,9 @@
 //! * `trsm` (`side`, `uplo`, `trans_x` `N`/`T`/`C`, `diag` `N`/`U`): the
 //!   solution of `op(a) x = b` (side `L`) or `x op(a) = b` (side `R`), as
 //!   the `triangular-solve` instruction computes it.
+//! * `geqrf`: `(a, tau)`, Householder QR with `?larfg`'s reflectors (R on
+//!   and above the diagonal, the vectors below it); `orgqr`/`ungqr`: the
+//!   first `n` columns of `Q = H(1) ... H(k)` from them.
 //!
 //! Like the other solvers, these compute in f64 (or complex f64) and round
 //! once, so they agree with LAPACK's single-precision results to rounding.
@@ -38,6 +42,8 @@ enum Routine {
     Potrf,
     Getrf,
     Trsm,
+    Geqrf,
+    Orgqr,
 }
 
 /// The routine and element type a built-in target names.
@@ -54,6 +60,9 @@ fn routine(target: &str) -> Option<(Routine, PrimitiveType)> {
         "potrf" => Routine::Potrf,
         "getrf" => Routine::Getrf,
         "trsm" => Routine::Trsm,
+        "geqrf" => Routine::Geqrf,
+        "orgqr" if !ty.is_complex() => Routine::Orgqr,
+        "ungqr" if ty.is_complex() => Routine::Orgqr,
         _ => return None,
     };
     Some((routine, ty))
@@ -77,7 +86,10 @@ pub(crate) fn call(
             .iter()
             .map(Value::as_array)
             .collect::<OpResult<Vec<_>>>()?;
-        let expected = if routine == Routine::Trsm { 2 } else { 1 };
+        let expected = match routine {
+            Routine::Trsm | Routine::Orgqr => 2,
+            _ => 1,
+        };
         if arrays.len() != expected {
             return fail(format!(
                 "`{target}` takes {expected} operand(s), got {}",
@@ -128,6 +140,46 @@ pub(crate) fn call(
                 let pivots = int_array(tuple.get(1), &pivots, target)?;
                 let info = int_array(tuple.get(2), &info, target)?;
                 Ok(Value::tuple(vec![Value::array(lu), pivots, info]))
+            }
+            Routine::Geqrf => {
+                let a = arrays[0];
+                let (batches, m, n) = matrices(a)?;
+                let tuple = instr.shape.tuple_shapes().unwrap_or(&[]);
+                let Some(tau_shape) = tuple.get(1).and_then(Shape::as_array) else {
+                    return fail(format!("`{target}` returns (a, tau)"));
+                };
+                let (qr, tau) = if complex {
+                    let (f, t) = geqrf::<Complex64>(load(a), batches, m, n);
+                    (store_array(a.shape(), &f)?, store_array(tau_shape, &t)?)
+                } else {
+                    let (f, t) = geqrf::<f64>(load(a), batches, m, n);
+                    (store_array(a.shape(), &f)?, store_array(tau_shape, &t)?)
+                };
+                Ok(Value::tuple(vec![Value::array(qr), Value::array(tau)]))
+            }
+            Routine::Orgqr => {
+                let (a, tau) = (arrays[0], arrays[1]);
+                let (batches, m, n) = matrices(a)?;
+                let k = tau.dims().last().copied().unwrap_or(0) as usize;
+                if m < n || n < k || tau.element_count() != batches * k {
+                    return fail(format!(
+                        "`{target}`: a {} and tau {} do not fit together (m >= n >= k)",
+                        a.shape(),
+                        tau.shape()
+                    ));
+                }
+                let q = if complex {
+                    store_array(
+                        a.shape(),
+                        &orgqr::<Complex64>(&load(a), &load(tau), batches, m, n, k),
+                    )?
+                } else {
+                    store_array(
+                        a.shape(),
+                        &orgqr::<f64>(&load(a), &load(tau), batches, m, n, k),
+                    )?
+                };
+                Ok(Value::array(q))
             }
             Routine::Trsm => {
                 let opts = TriangularSolveOptions {
@@ -330,6 +382,80 @@ fn getrf<T: Field>(
     (a, pivots, info)
 }
 
+/// LAPACK's `geqrf` on each `m x n` matrix of `a`: Householder QR. R on and
+/// above the diagonal, each reflector's vector below it (its first element
+/// is an implicit 1), and `tau`, as `?larfg` makes them: `beta = -sign(re
+/// alpha) |(alpha, x)|`, `tau = (beta - alpha) / beta`, `v = x / (alpha -
+/// beta)`; a column with nothing to annihilate (`x = 0`, real `alpha`) gets
+/// `tau = 0`.
+fn geqrf<T: Field>(mut a: Vec<T>, batches: usize, m: usize, n: usize) -> (Vec<T>, Vec<T>) {
+    let k = m.min(n);
+    let mut taus = vec![T::ZERO; batches * k];
+    for batch in 0..batches {
+        let x = &mut a[batch * m * n..(batch + 1) * m * n];
+        for j in 0..k {
+            let alpha = x[j * n + j];
+            let xnorm = (j + 1..m).map(|i| x[i * n + j].abs2()).sum::<f64>().sqrt();
+            if xnorm == 0.0 && alpha.imag() == 0.0 {
+                continue; // tau = 0: H is the identity.
+            }
+            let norm = (alpha.abs2() + xnorm * xnorm).sqrt();
+            let beta = if alpha.real() >= 0.0 { -norm } else { norm };
+            let b = T::from_real(beta);
+            let tau = (b - alpha) / b;
+            let scale = T::ONE / (alpha - b);
+            for i in j + 1..m {
+                x[i * n + j] = x[i * n + j] * scale;
+            }
+            x[j * n + j] = b;
+            taus[batch * k + j] = tau;
+            // Apply H^H = I - conj(tau) v v^H to the columns to the right.
+            let v = |x: &[T], i: usize| if i == j { T::ONE } else { x[i * n + j] };
+            for c in j + 1..n {
+                let mut w = T::ZERO;
+                for i in j..m {
+                    w = w + v(x, i).conj() * x[i * n + c];
+                }
+                let w = tau.conj() * w;
+                for i in j..m {
+                    x[i * n + c] = x[i * n + c] - v(x, i) * w;
+                }
+            }
+        }
+    }
+    (a, taus)
+}
+
+/// LAPACK's `orgqr`/`ungqr`: the first `n` columns of `Q = H(1) ... H(k)`
+/// from `geqrf`'s reflectors (below the diagonal of `a`'s first `k`
+/// columns) and `tau`.
+fn orgqr<T: Field>(a: &[T], tau: &[T], batches: usize, m: usize, n: usize, k: usize) -> Vec<T> {
+    let mut q = vec![T::ZERO; batches * m * n];
+    for batch in 0..batches {
+        let x = &a[batch * m * n..(batch + 1) * m * n];
+        let out = &mut q[batch * m * n..(batch + 1) * m * n];
+        for i in 0..n {
+            out[i * n + i] = T::ONE;
+        }
+        for j in (0..k).rev() {
+            let t = tau[batch * k + j];
+            let v = |i: usize| if i == j { T::ONE } else { x[i * n + j] };
+            // Q = (I - tau v v^H) Q, rows j.. (v is zero above j).
+            for c in 0..n {
+                let mut w = T::ZERO;
+                for i in j..m {
+                    w = w + v(i).conj() * out[i * n + c];
+                }
+                let w = t * w;
+                for i in j..m {
+                    out[i * n + c] = out[i * n + c] - v(i) * w;
+                }
+            }
+        }
+    }
+    q
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -351,6 +477,11 @@ mod tests {
         assert_eq!(routine("lapack_spotrf"), None);
         assert_eq!(routine("lapack_xpotrf_ffi"), None);
         assert_eq!(routine("lapack_sgesdd_ffi"), None);
+        assert_eq!(
+            routine("lapack_cungqr_ffi"),
+            Some((Routine::Orgqr, PrimitiveType::C64))
+        );
+        assert_eq!(routine("lapack_corgqr_ffi"), None);
         assert_eq!(routine("lapack__ffi"), None);
     }
 
@@ -385,6 +516,39 @@ mod tests {
         assert_eq!(info, vec![0]);
         assert_eq!(l[2], c(0.0, -1.0));
         assert_eq!(l[3], c(2.0, 0.0));
+    }
+
+    #[test]
+    fn qr_reflectors_and_q() {
+        // [[3, 1], [4, 2]]: |(3, 4)| = 5, beta = -5, tau = 8/5, v = (1, 4/8).
+        let (qr, tau) = geqrf::<f64>(vec![3.0, 1.0, 4.0, 2.0], 1, 2, 2);
+        assert_eq!(qr[0], -5.0);
+        assert_eq!(qr[2], 0.5);
+        assert_eq!(tau[0], 1.6);
+        // R = Q^T A: r12 = -(3 + 8) / 5, r22 = (-4 + 6) / 5, which the
+        // second (1 x 1) reflector leaves (x = 0: tau = 0).
+        assert!((qr[1] + 2.2).abs() < 1e-15 && (qr[3] - 0.4).abs() < 1e-15);
+        assert_eq!(tau[1], 0.0);
+        // Q = I - tau v v^T = [[-3/5, -4/5], [-4/5, 3/5]].
+        let q = orgqr::<f64>(&qr, &tau, 1, 2, 2, 2);
+        let want = [-0.6, -0.8, -0.8, 0.6];
+        assert!(
+            q.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-15),
+            "{q:?}"
+        );
+        // A tall matrix: Q (4 x 2) has orthonormal columns and Q R = A.
+        let a = vec![1.0, 2.0, -1.0, 0.5, 3.0, 1.0, 2.0, -2.0];
+        let (qr, tau) = geqrf::<f64>(a.clone(), 1, 4, 2);
+        let q = orgqr::<f64>(&qr, &tau, 1, 4, 2, 2);
+        for i in 0..4 {
+            for j in 0..2 {
+                let r = |p: usize, j: usize| if p <= j { qr[p * 2 + j] } else { 0.0 };
+                let v: f64 = (0..2).map(|p| q[i * 2 + p] * r(p, j)).sum();
+                assert!((v - a[i * 2 + j]).abs() < 1e-14);
+            }
+        }
+        let dot: f64 = (0..4).map(|i| q[i * 2] * q[i * 2 + 1]).sum();
+        assert!(dot.abs() < 1e-15);
     }
 
     #[test]

@@ -37,6 +37,11 @@ pub(super) trait Field:
     fn abs1(self) -> f64;
     /// Whether the real part is positive (and not NaN).
     fn positive_real(self) -> bool;
+    /// `|x|^2`.
+    fn abs2(self) -> f64;
+    fn real(self) -> f64;
+    fn imag(self) -> f64;
+    fn from_real(v: f64) -> Self;
 }
 
 impl Field for f64 {
@@ -65,6 +70,18 @@ impl Field for f64 {
     }
     fn positive_real(self) -> bool {
         self > 0.0
+    }
+    fn abs2(self) -> f64 {
+        self * self
+    }
+    fn real(self) -> f64 {
+        self
+    }
+    fn imag(self) -> f64 {
+        0.0
+    }
+    fn from_real(v: f64) -> f64 {
+        v
     }
 }
 
@@ -97,6 +114,18 @@ impl Field for Complex64 {
     }
     fn positive_real(self) -> bool {
         self.re > 0.0
+    }
+    fn abs2(self) -> f64 {
+        self.norm_sqr()
+    }
+    fn real(self) -> f64 {
+        self.re
+    }
+    fn imag(self) -> f64 {
+        self.im
+    }
+    fn from_real(v: f64) -> Complex64 {
+        Complex64::new(v, 0.0)
     }
 }
 
