@@ -157,7 +157,7 @@ def case(name, fn, args, op, tol=EXACT, hlo_ops=None, hlo_text=(), ref=None,
 
 # The custom-call targets oxla runs itself (crates/oxla-interp/src/eval/lapack.rs):
 # cases whose only custom-calls are these are written; others are dropped.
-BUILTIN_TARGET = re.compile(r"lapack_([sdcz](potrf|getrf|trsm|geqrf)|[sd]orgqr|[cz]ungqr)_ffi")
+BUILTIN_TARGET = re.compile(r"lapack_([sdcz](potrf|getrf|trsm|geqrf)|[sd](orgqr|syevd)|[cz](ungqr|heevd))_ffi")
 
 
 # --------------------------------------------------------------------------
@@ -1636,6 +1636,23 @@ def lapack_cases():
         wide = general(dt, (3, 5), 462 + 10 * i)
         cs.append(case(f"lapack_qr_wide_{t}", jnp.linalg.qr, [wide], "geqrf", tol=tol[dt],
                        hlo_ops=(), may_custom_call=True))
+    # Eigenvectors are unique only up to sign (or complex phase), which
+    # LAPACK leaves to its algorithm: compare |V| and V diag(w) V^H.
+    def eigh_invariants(x, uplo="L"):
+        w, v = jnp.linalg.eigh(x, UPLO=uplo, symmetrize_input=False)
+        return w, jnp.abs(v), (v * w[..., None, :].astype(v.dtype)) @ jnp.conj(jnp.swapaxes(v, -1, -2))
+    for i, dt in enumerate((F32, F64, C64, C128)):
+        t = XLA_NAME[dt]
+        m = general(dt, (2, 5, 5), 480 + 10 * i)
+        h = ((m + np.conj(np.swapaxes(m, -1, -2))) / 2).astype(dt)
+        cs.append(case(f"lapack_eigvalsh_{t}", jnp.linalg.eigvalsh, [h], "syevd", tol=tol[dt],
+                       hlo_ops=(), may_custom_call=True))
+        cs.append(case(f"lapack_eigh_{t}", eigh_invariants, [h], "syevd", tol=tol[dt],
+                       hlo_ops=(), may_custom_call=True))
+    m = general(F32, (4, 4), 490)
+    cs.append(case("lapack_eigh_upper_f32", lambda x: eigh_invariants(x, "U"), [m], "syevd",
+                   tol=tol[F32], hlo_ops=(), may_custom_call=True,
+                   note="only the upper triangle of a nonsymmetric input is read"))
     # A column with nothing below the diagonal to annihilate (tau = 0).
     cs.append(case("lapack_qr_triangular_f64", jnp.linalg.qr,
                    [np.array([[2, 1, 3], [0, -1, 2], [0, 0, 4]], F64)], "geqrf", tol=tol[F64],

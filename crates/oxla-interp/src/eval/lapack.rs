@@ -1,8 +1,9 @@
 //! The LAPACK custom calls JAX emits on CPU, built in: `jnp.linalg.cholesky`
 //! lowers to `lapack_?potrf_ffi`, `lu_factor`, `det`, `inv` and `solve` to
 //! `lapack_?getrf_ffi`, triangular solves to `lapack_?trsm_ffi`, and `qr` to
-//! `lapack_?geqrf_ffi` and `lapack_?orgqr_ffi` (`?ungqr` for complex); `?` is
-//! s, d, c or z for f32, f64, c64, c128. XLA:CPU runs these through LAPACK;
+//! `lapack_?geqrf_ffi` and `lapack_?orgqr_ffi` (`?ungqr` for complex), and
+//! `eigh`/`eigvalsh` to `lapack_?syevd_ffi` (`?heevd`); `?` is s, d, c or z
+//! for f32, f64, c64, c128. XLA:CPU runs these through LAPACK;
 //! here they follow LAPACK's contracts on the logical arrays:
 //!
 //! * The operand layouts JAX asks for (`{1,2,0}`: each matrix column-major)
@@ -23,6 +24,9 @@
 //! * `geqrf`: `(a, tau)`, Householder QR with `?larfg`'s reflectors (R on
 //!   and above the diagonal, the vectors below it); `orgqr`/`ungqr`: the
 //!   first `n` columns of `Q = H(1) ... H(k)` from them.
+//! * `syevd`/`heevd` (`uplo`; `mode` `V` or `N`): `(vectors, values,
+//!   info)`, the eigenvalues ascending and orthonormal eigenvectors in the
+//!   columns, by Jacobi rotations (see [`syevd`] on the eigenvectors' sign).
 //!
 //! Like the other solvers, these compute in f64 (or complex f64) and round
 //! once, so they agree with LAPACK's single-precision results to rounding.
@@ -44,6 +48,7 @@ enum Routine {
     Trsm,
     Geqrf,
     Orgqr,
+    Syevd,
 }
 
 /// The routine and element type a built-in target names.
@@ -63,6 +68,8 @@ fn routine(target: &str) -> Option<(Routine, PrimitiveType)> {
         "geqrf" => Routine::Geqrf,
         "orgqr" if !ty.is_complex() => Routine::Orgqr,
         "ungqr" if ty.is_complex() => Routine::Orgqr,
+        "syevd" if !ty.is_complex() => Routine::Syevd,
+        "heevd" if ty.is_complex() => Routine::Syevd,
         _ => return None,
     };
     Some((routine, ty))
@@ -180,6 +187,42 @@ pub(crate) fn call(
                     )?
                 };
                 Ok(Value::array(q))
+            }
+            Routine::Syevd => {
+                let lower = match flag(config, "uplo")? {
+                    b'L' => true,
+                    b'U' => false,
+                    c => return bad_flag(target, "uplo", c),
+                };
+                if let Ok(mode) = flag(config, "mode")
+                    && mode != b'V'
+                    && mode != b'N'
+                {
+                    return bad_flag(target, "mode", mode);
+                }
+                let a = arrays[0];
+                let (batches, n, n2) = matrices(a)?;
+                if n != n2 {
+                    return fail(format!("`{target}`: {} is not square", a.shape()));
+                }
+                let tuple = instr.shape.tuple_shapes().unwrap_or(&[]);
+                let Some(w_shape) = tuple.get(1).and_then(Shape::as_array) else {
+                    return fail(format!("`{target}` returns (vectors, values, info)"));
+                };
+                let (vectors, values, info) = if complex {
+                    let (v, w, i) = syevd::<Complex64>(load(a), batches, n, lower);
+                    (store_array(a.shape(), &v)?, w, i)
+                } else {
+                    let (v, w, i) = syevd::<f64>(load(a), batches, n, lower);
+                    (store_array(a.shape(), &v)?, w, i)
+                };
+                let values = store_array(w_shape, &values)?;
+                let info = int_array(tuple.get(2), &info, target)?;
+                Ok(Value::tuple(vec![
+                    Value::array(vectors),
+                    Value::array(values),
+                    info,
+                ]))
             }
             Routine::Trsm => {
                 let opts = TriangularSolveOptions {
@@ -456,6 +499,130 @@ fn orgqr<T: Field>(a: &[T], tau: &[T], batches: usize, m: usize, n: usize, k: us
     q
 }
 
+/// Sweeps of [`syevd`]'s Jacobi method before it reports no convergence.
+const JACOBI_SWEEPS: usize = 60;
+
+/// LAPACK's `syevd`/`heevd` contract on each `n x n` Hermitian matrix of
+/// `a`, read from its `lower` (or upper) triangle: the eigenvalues in
+/// ascending order and an orthonormal eigenvector for each in the
+/// corresponding column; `info` 0, or 1 where the iteration did not
+/// converge (a NaN in the matrix). Computed by cyclic Jacobi rotations,
+/// accurate to a few ulp of the matrix norm; each eigenvector's sign (or
+/// complex phase) is the method's own, where LAPACK's is its algorithm's:
+/// neither is specified, so compare them up to that.
+fn syevd<T: Field>(
+    a: Vec<T>,
+    batches: usize,
+    n: usize,
+    lower: bool,
+) -> (Vec<T>, Vec<f64>, Vec<i64>) {
+    let mut vectors = vec![T::ZERO; a.len()];
+    let mut values = vec![0.0; batches * n];
+    let mut info = vec![0i64; batches];
+    let mut h = vec![T::ZERO; n * n];
+    let mut v = vec![T::ZERO; n * n];
+    for batch in 0..batches {
+        let x = &a[batch * n * n..(batch + 1) * n * n];
+        for i in 0..n {
+            for j in 0..n {
+                let from_lower = if i >= j {
+                    x[i * n + j]
+                } else {
+                    x[j * n + i].conj()
+                };
+                let from_upper = if i <= j {
+                    x[i * n + j]
+                } else {
+                    x[j * n + i].conj()
+                };
+                h[i * n + j] = if lower { from_lower } else { from_upper };
+            }
+            // The diagonal of a Hermitian matrix is real.
+            h[i * n + i] = T::from_real(h[i * n + i].real());
+        }
+        v.fill(T::ZERO);
+        for i in 0..n {
+            v[i * n + i] = T::ONE;
+        }
+        let total: f64 = h.iter().map(|e| e.abs2()).sum();
+        let mut converged = false;
+        for _ in 0..JACOBI_SWEEPS {
+            if !total.is_finite() {
+                break; // A NaN or infinity: LAPACK does not converge either.
+            }
+            let off: f64 = (0..n)
+                .flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j)))
+                .map(|(i, j)| h[i * n + j].abs2())
+                .sum();
+            if off <= total * (f64::EPSILON * f64::EPSILON) || off == 0.0 {
+                converged = true;
+                break;
+            }
+            for p in 0..n {
+                for q in p + 1..n {
+                    jacobi_rotate(&mut h, &mut v, n, p, q);
+                }
+            }
+        }
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&i, &j| h[i * n + i].real().total_cmp(&h[j * n + j].real()));
+        for (col, &k) in order.iter().enumerate() {
+            values[batch * n + col] = h[k * n + k].real();
+            for r in 0..n {
+                vectors[batch * n * n + r * n + col] = v[r * n + k];
+            }
+        }
+        if !converged {
+            info[batch] = 1;
+        }
+    }
+    (vectors, values, info)
+}
+
+/// One Jacobi step zeroing `h[p][q]` (and `h[q][p]`) of the Hermitian
+/// matrix `h`: `h <- U^H h U`, `v <- v U`, where `U` first turns the
+/// element's phase away (column `q` times `conj(e)`, `e = h_pq / |h_pq|`),
+/// then rotates the plane (p, q) by the classical angle.
+fn jacobi_rotate<T: Field>(h: &mut [T], v: &mut [T], n: usize, p: usize, q: usize) {
+    let apq = h[p * n + q];
+    let r = apq.abs2().sqrt();
+    if r == 0.0 {
+        return;
+    }
+    let e = apq / T::from_real(r);
+    // Phase: column q times conj(e), row q times e (so h_pq becomes r).
+    for k in 0..n {
+        h[k * n + q] = h[k * n + q] * e.conj();
+        v[k * n + q] = v[k * n + q] * e.conj();
+    }
+    for k in 0..n {
+        h[q * n + k] = h[q * n + k] * e;
+    }
+    let (app, aqq) = (h[p * n + p].real(), h[q * n + q].real());
+    let theta = (aqq - app) / (2.0 * r);
+    let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
+    let c = 1.0 / (t * t + 1.0).sqrt();
+    let s = t * c;
+    let (c, s) = (T::from_real(c), T::from_real(s));
+    // Columns: h_kp' = c h_kp - s h_kq, h_kq' = s h_kp + c h_kq (and v).
+    for k in 0..n {
+        let (kp, kq) = (h[k * n + p], h[k * n + q]);
+        h[k * n + p] = c * kp - s * kq;
+        h[k * n + q] = s * kp + c * kq;
+        let (kp, kq) = (v[k * n + p], v[k * n + q]);
+        v[k * n + p] = c * kp - s * kq;
+        v[k * n + q] = s * kp + c * kq;
+    }
+    // Rows, the same rotation from the left.
+    for k in 0..n {
+        let (pk, qk) = (h[p * n + k], h[q * n + k]);
+        h[p * n + k] = c * pk - s * qk;
+        h[q * n + k] = s * pk + c * qk;
+    }
+    h[p * n + q] = T::ZERO;
+    h[q * n + p] = T::ZERO;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,6 +649,15 @@ mod tests {
             Some((Routine::Orgqr, PrimitiveType::C64))
         );
         assert_eq!(routine("lapack_corgqr_ffi"), None);
+        assert_eq!(
+            routine("lapack_zheevd_ffi"),
+            Some((Routine::Syevd, PrimitiveType::C128))
+        );
+        assert_eq!(
+            routine("lapack_ssyevd_ffi").map(|r| r.0),
+            Some(Routine::Syevd)
+        );
+        assert_eq!(routine("lapack_csyevd_ffi"), None);
         assert_eq!(routine("lapack__ffi"), None);
     }
 
@@ -549,6 +725,46 @@ mod tests {
         }
         let dot: f64 = (0..4).map(|i| q[i * 2] * q[i * 2 + 1]).sum();
         assert!(dot.abs() < 1e-15);
+    }
+
+    #[test]
+    fn eigen_decompositions() {
+        // [[2, 1], [1, 2]]: eigenvalues 1 and 3, vectors (1, -1) and (1, 1) / sqrt 2.
+        let (v, w, info) = syevd::<f64>(vec![2.0, 1.0, 1.0, 2.0], 1, 2, true);
+        assert_eq!(info, vec![0]);
+        assert!(
+            (w[0] - 1.0).abs() < 1e-15 && (w[1] - 3.0).abs() < 1e-15,
+            "{w:?}"
+        );
+        let h = std::f64::consts::FRAC_1_SQRT_2;
+        assert!(
+            (v[0].abs() - h).abs() < 1e-15 && (v[2] + v[0]).abs() < 1e-15,
+            "{v:?}"
+        );
+        assert!((v[1] - v[3]).abs() < 1e-15);
+        // Only the selected triangle is read.
+        let (_, w, _) = syevd::<f64>(vec![2.0, 99.0, 1.0, 2.0], 1, 2, true);
+        assert!((w[0] - 1.0).abs() < 1e-15);
+        let (_, w, _) = syevd::<f64>(vec![2.0, 1.0, 99.0, 2.0], 1, 2, false);
+        assert!((w[1] - 3.0).abs() < 1e-15);
+        // Hermitian [[2, i], [-i, 2]]: eigenvalues 1 and 3; A v = w v.
+        let c = |re, im| Complex64::new(re, im);
+        let a = vec![c(2.0, 0.0), c(0.0, 1.0), c(0.0, -1.0), c(2.0, 0.0)];
+        let (v, w, info) = syevd::<Complex64>(a.clone(), 1, 2, true);
+        assert_eq!(info, vec![0]);
+        assert!(
+            (w[0] - 1.0).abs() < 1e-15 && (w[1] - 3.0).abs() < 1e-15,
+            "{w:?}"
+        );
+        for col in 0..2 {
+            for row in 0..2 {
+                let av: Complex64 = (0..2).map(|k| a[row * 2 + k] * v[k * 2 + col]).sum();
+                assert!((av - v[row * 2 + col] * w[col]).norm() < 1e-14);
+            }
+        }
+        // A NaN never converges: info 1, not a hang.
+        let (_, _, info) = syevd::<f64>(vec![1.0, f64::NAN, f64::NAN, 1.0], 1, 2, true);
+        assert_eq!(info, vec![1]);
     }
 
     #[test]
