@@ -157,7 +157,7 @@ def case(name, fn, args, op, tol=EXACT, hlo_ops=None, hlo_text=(), ref=None,
 
 # The custom-call targets oxla runs itself (crates/oxla-interp/src/eval/lapack.rs):
 # cases whose only custom-calls are these are written; others are dropped.
-BUILTIN_TARGET = re.compile(r"lapack_([sdcz](potrf|getrf|trsm|geqrf)|[sd](orgqr|syevd)|[cz](ungqr|heevd))_ffi")
+BUILTIN_TARGET = re.compile(r"lapack_([sdcz](potrf|getrf|trsm|geqrf)|[sd](orgqr|syevd)|[cz](ungqr|heevd)|[sdcz]gesdd)_ffi")
 
 
 # --------------------------------------------------------------------------
@@ -1649,6 +1649,30 @@ def lapack_cases():
                        hlo_ops=(), may_custom_call=True))
         cs.append(case(f"lapack_eigh_{t}", eigh_invariants, [h], "syevd", tol=tol[dt],
                        hlo_ops=(), may_custom_call=True))
+    # Singular vectors likewise: compare s, |U|, |V^H|, U diag(s) V^H and U^H U.
+    def svd_invariants(x, full):
+        u, s_, vt = jnp.linalg.svd(x, full_matrices=full)
+        k = s_.shape[-1]
+        uk = u[..., :, :k]
+        rebuilt = (uk * s_[..., None, :].astype(u.dtype)) @ vt[..., :k, :]
+        gram = jnp.conj(jnp.swapaxes(u, -1, -2)) @ u
+        return s_, jnp.abs(uk), jnp.abs(vt[..., :k, :]), rebuilt, gram
+    for i, dt in enumerate((F32, F64, C64, C128)):
+        t = XLA_NAME[dt]
+        tall = general(dt, (2, 5, 3), 500 + 10 * i)
+        wide = general(dt, (3, 5), 502 + 10 * i)
+        cs.append(case(f"lapack_svd_full_{t}", lambda x: svd_invariants(x, True), [tall], "gesdd",
+                       tol=tol[dt], hlo_ops=(), may_custom_call=True))
+        cs.append(case(f"lapack_svd_wide_{t}", lambda x: svd_invariants(x, False), [wide], "gesdd",
+                       tol=tol[dt], hlo_ops=(), may_custom_call=True))
+        cs.append(case(f"lapack_svdvals_pinv_{t}",
+                       lambda x: (jnp.linalg.svd(x, compute_uv=False), jnp.linalg.pinv(x)), [tall],
+                       "gesdd", tol=tol[dt], hlo_ops=(), may_custom_call=True))
+    cs.append(case("lapack_lstsq_norm2_rank_f64",
+                   lambda a, b: (jnp.linalg.lstsq(a, b)[0], jnp.linalg.norm(a, ord=2),
+                                 jnp.linalg.matrix_rank(a)),
+                   [general(F64, (6, 4), 540), general(F64, (6, 2), 541)], "gesdd", tol=tol[F64],
+                   hlo_ops=(), may_custom_call=True))
     m = general(F32, (4, 4), 490)
     cs.append(case("lapack_eigh_upper_f32", lambda x: eigh_invariants(x, "U"), [m], "syevd",
                    tol=tol[F32], hlo_ops=(), may_custom_call=True,

@@ -2,8 +2,9 @@
 //! lowers to `lapack_?potrf_ffi`, `lu_factor`, `det`, `inv` and `solve` to
 //! `lapack_?getrf_ffi`, triangular solves to `lapack_?trsm_ffi`, and `qr` to
 //! `lapack_?geqrf_ffi` and `lapack_?orgqr_ffi` (`?ungqr` for complex), and
-//! `eigh`/`eigvalsh` to `lapack_?syevd_ffi` (`?heevd`); `?` is s, d, c or z
-//! for f32, f64, c64, c128. XLA:CPU runs these through LAPACK;
+//! `eigh`/`eigvalsh` to `lapack_?syevd_ffi` (`?heevd`), and `svd`, `pinv`,
+//! `lstsq`, `matrix_rank` and the 2-norm to `lapack_?gesdd_ffi`; `?` is s,
+//! d, c or z for f32, f64, c64, c128. XLA:CPU runs these through LAPACK;
 //! here they follow LAPACK's contracts on the logical arrays:
 //!
 //! * The operand layouts JAX asks for (`{1,2,0}`: each matrix column-major)
@@ -27,6 +28,8 @@
 //! * `syevd`/`heevd` (`uplo`; `mode` `V` or `N`): `(vectors, values,
 //!   info)`, the eigenvalues ascending and orthonormal eigenvectors in the
 //!   columns, by Jacobi rotations (see [`syevd`] on the eigenvectors' sign).
+//! * `gesdd` (`mode` `A`, `S` or `N`): `(a, s, u, vt, info)`, by one-sided
+//!   Jacobi; `a` is returned as it came (LAPACK leaves it undefined).
 //!
 //! Like the other solvers, these compute in f64 (or complex f64) and round
 //! once, so they agree with LAPACK's single-precision results to rounding.
@@ -49,6 +52,7 @@ enum Routine {
     Geqrf,
     Orgqr,
     Syevd,
+    Gesdd,
 }
 
 /// The routine and element type a built-in target names.
@@ -70,6 +74,7 @@ fn routine(target: &str) -> Option<(Routine, PrimitiveType)> {
         "ungqr" if ty.is_complex() => Routine::Orgqr,
         "syevd" if !ty.is_complex() => Routine::Syevd,
         "heevd" if ty.is_complex() => Routine::Syevd,
+        "gesdd" => Routine::Gesdd,
         _ => return None,
     };
     Some((routine, ty))
@@ -221,6 +226,57 @@ pub(crate) fn call(
                 Ok(Value::tuple(vec![
                     Value::array(vectors),
                     Value::array(values),
+                    info,
+                ]))
+            }
+            Routine::Gesdd => {
+                let mode = flag(config, "mode")?;
+                if !matches!(mode, b'A' | b'S' | b'N') {
+                    return bad_flag(target, "mode", mode);
+                }
+                let a = arrays[0];
+                let (batches, m, n) = matrices(a)?;
+                let tuple = instr.shape.tuple_shapes().unwrap_or(&[]);
+                let arrays_at = |i: usize| tuple.get(i).and_then(Shape::as_array);
+                let (Some(s_shape), Some(u_shape), Some(vt_shape)) =
+                    (arrays_at(1), arrays_at(2), arrays_at(3))
+                else {
+                    return fail(format!("`{target}` returns (a, s, u, vt, info)"));
+                };
+                let k = m.min(n);
+                // Mode N (values only) still declares vectors: full ones,
+                // as JAX writes it, which LAPACK leaves unset; here they
+                // are computed like mode A's.
+                let last = |shape: &oxla_hlo::ArrayShape| shape.dims().last().copied();
+                let full = mode == b'A' || mode == b'N' && last(u_shape) == Some(m as i64);
+                let (u_cols, vt_rows) = if full { (m, n) } else { (k, k) };
+                let fits = |shape: &oxla_hlo::ArrayShape, rows: usize, cols: usize| {
+                    let d = shape.dims();
+                    d.len() >= 2
+                        && d[d.len() - 2] as usize == rows
+                        && d[d.len() - 1] as usize == cols
+                };
+                if !fits(u_shape, m, u_cols) || !fits(vt_shape, vt_rows, n) {
+                    return fail(format!(
+                        "`{target}`: u {u_shape} and vt {vt_shape} do not fit a {} in mode {}",
+                        a.shape(),
+                        mode as char
+                    ));
+                }
+                let (s, u, vt, info) = if complex {
+                    let (s, u, vt, i) = gesdd::<Complex64>(&load(a), batches, m, n, full);
+                    (s, store_array(u_shape, &u)?, store_array(vt_shape, &vt)?, i)
+                } else {
+                    let (s, u, vt, i) = gesdd::<f64>(&load(a), batches, m, n, full);
+                    (s, store_array(u_shape, &u)?, store_array(vt_shape, &vt)?, i)
+                };
+                let s = store_array(s_shape, &s)?;
+                let info = int_array(tuple.get(4), &info, target)?;
+                Ok(Value::tuple(vec![
+                    Value::array(a.clone()),
+                    Value::array(s),
+                    Value::array(u),
+                    Value::array(vt),
                     info,
                 ]))
             }
@@ -623,6 +679,203 @@ fn jacobi_rotate<T: Field>(h: &mut [T], v: &mut [T], n: usize, p: usize, q: usiz
     h[q * n + p] = T::ZERO;
 }
 
+/// LAPACK's `gesdd` contract on each `m x n` matrix of `a`: the singular
+/// values descending, `U` (`m x m` when `full`, else `m x min(m, n)`) and
+/// `V^H` (`n x n` or `min(m, n) x n`) with `a = U diag(s) V^H`; `info` 1
+/// where the iteration did not converge (a NaN or infinity). By one-sided
+/// Jacobi rotations on the columns (of `a^H` when it is wide); columns of
+/// `U` past the rank complete an orthonormal basis. As with [`syevd`], the
+/// singular vectors' signs (phases) are the method's own.
+#[allow(clippy::type_complexity)]
+fn gesdd<T: Field>(
+    a: &[T],
+    batches: usize,
+    m: usize,
+    n: usize,
+    full: bool,
+) -> (Vec<f64>, Vec<T>, Vec<T>, Vec<i64>) {
+    let k = m.min(n);
+    let (u_cols, vt_rows) = if full { (m, n) } else { (k, k) };
+    let mut s_all = vec![0.0; batches * k];
+    let mut u_all = vec![T::ZERO; batches * m * u_cols];
+    let mut vt_all = vec![T::ZERO; batches * vt_rows * n];
+    let mut info = vec![0i64; batches];
+    // Work on a tall matrix w (rows x cols, rows >= cols): a itself, or a^H.
+    let wide = m < n;
+    let (rows, cols) = if wide { (n, m) } else { (m, n) };
+    for batch in 0..batches {
+        let x = &a[batch * m * n..(batch + 1) * m * n];
+        let mut w = vec![T::ZERO; rows * cols];
+        for i in 0..m {
+            for j in 0..n {
+                if wide {
+                    w[j * cols + i] = x[i * n + j].conj();
+                } else {
+                    w[i * cols + j] = x[i * n + j];
+                }
+            }
+        }
+        let mut v = vec![T::ZERO; cols * cols];
+        for i in 0..cols {
+            v[i * cols + i] = T::ONE;
+        }
+        let finite = w.iter().all(|e| e.abs2().is_finite());
+        let mut converged = false;
+        for _ in 0..JACOBI_SWEEPS {
+            if !finite {
+                break;
+            }
+            let mut rotated = false;
+            for p in 0..cols {
+                for q in p + 1..cols {
+                    rotated |= column_rotate(&mut w, &mut v, rows, cols, p, q);
+                }
+            }
+            if !rotated {
+                converged = true;
+                break;
+            }
+        }
+        if !converged {
+            info[batch] = 1;
+        }
+        // Singular values (column norms), descending; the left vectors are
+        // the normalised columns.
+        let norms: Vec<f64> = (0..cols)
+            .map(|j| {
+                (0..rows)
+                    .map(|i| w[i * cols + j].abs2())
+                    .sum::<f64>()
+                    .sqrt()
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..cols).collect();
+        order.sort_by(|&i, &j| norms[j].total_cmp(&norms[i]));
+        // Left vectors of w (rows x rows when completed), right ones (cols x cols).
+        let mut left = vec![T::ZERO; rows * rows];
+        let mut filled = vec![false; rows];
+        for (c, &j) in order.iter().enumerate() {
+            s_all[batch * k + c] = norms[j];
+            if norms[j] > 0.0 {
+                let inv = T::from_real(1.0 / norms[j]);
+                for i in 0..rows {
+                    left[i * rows + c] = w[i * cols + j] * inv;
+                }
+                filled[c] = true;
+            }
+        }
+        complete_basis(&mut left, rows, &mut filled);
+        let right = |i: usize, c: usize| v[i * cols + order[c]];
+        // a = w (tall) = left S right^H; a = w^H (wide) = right S left^H.
+        let ub = &mut u_all[batch * m * u_cols..(batch + 1) * m * u_cols];
+        let vtb = &mut vt_all[batch * vt_rows * n..(batch + 1) * vt_rows * n];
+        if !wide {
+            for i in 0..m {
+                for c in 0..u_cols {
+                    ub[i * u_cols + c] = left[i * rows + c];
+                }
+            }
+            for r in 0..vt_rows {
+                for j in 0..n {
+                    vtb[r * n + j] = right(j, r).conj();
+                }
+            }
+        } else {
+            // U = right (m x m = cols x cols), V = left (n x n = rows x rows).
+            for i in 0..m {
+                for c in 0..u_cols {
+                    ub[i * u_cols + c] = right(i, c);
+                }
+            }
+            for r in 0..vt_rows {
+                for j in 0..n {
+                    vtb[r * n + j] = left[j * rows + r].conj();
+                }
+            }
+        }
+    }
+    (s_all, u_all, vt_all, info)
+}
+
+/// One one-sided Jacobi step on columns `p` and `q` of `w` (and of `v`):
+/// makes them orthogonal. False if they already were, to working precision.
+fn column_rotate<T: Field>(
+    w: &mut [T],
+    v: &mut [T],
+    rows: usize,
+    cols: usize,
+    p: usize,
+    q: usize,
+) -> bool {
+    let (mut alpha, mut beta, mut gamma) = (0.0, 0.0, T::ZERO);
+    for i in 0..rows {
+        let (a, b) = (w[i * cols + p], w[i * cols + q]);
+        alpha += a.abs2();
+        beta += b.abs2();
+        gamma = gamma + a.conj() * b;
+    }
+    let g = gamma.abs2().sqrt();
+    if g == 0.0 || g <= f64::EPSILON * rows as f64 * (alpha * beta).sqrt() {
+        return false;
+    }
+    // Turn column q's phase so that gamma is real, then rotate.
+    let e = (gamma / T::from_real(g)).conj();
+    for i in 0..rows {
+        w[i * cols + q] = w[i * cols + q] * e;
+    }
+    for i in 0..cols {
+        v[i * cols + q] = v[i * cols + q] * e;
+    }
+    let zeta = (beta - alpha) / (2.0 * g);
+    let t = zeta.signum() / (zeta.abs() + (zeta * zeta + 1.0).sqrt());
+    let c = 1.0 / (t * t + 1.0).sqrt();
+    let (c, s) = (T::from_real(c), T::from_real(c * t));
+    for i in 0..rows {
+        let (a, b) = (w[i * cols + p], w[i * cols + q]);
+        w[i * cols + p] = c * a - s * b;
+        w[i * cols + q] = s * a + c * b;
+    }
+    for i in 0..cols {
+        let (a, b) = (v[i * cols + p], v[i * cols + q]);
+        v[i * cols + p] = c * a - s * b;
+        v[i * cols + q] = s * a + c * b;
+    }
+    true
+}
+
+/// Fills the columns of the `n x n` matrix `q` not yet `filled` so that all
+/// are orthonormal: unit vectors orthogonalised (twice) against the columns
+/// so far, in order, the first that keep over half their length.
+fn complete_basis<T: Field>(q: &mut [T], n: usize, filled: &mut [bool]) {
+    let mut candidate = 0;
+    for c in 0..n {
+        if filled[c] {
+            continue;
+        }
+        while candidate < n {
+            let mut x = vec![T::ZERO; n];
+            x[candidate] = T::ONE;
+            candidate += 1;
+            for _ in 0..2 {
+                for d in (0..n).filter(|&d| filled[d]) {
+                    let dot = (0..n).fold(T::ZERO, |acc, i| acc + q[i * n + d].conj() * x[i]);
+                    for (i, xi) in x.iter_mut().enumerate() {
+                        *xi = *xi - q[i * n + d] * dot;
+                    }
+                }
+            }
+            let norm = x.iter().map(|e| e.abs2()).sum::<f64>().sqrt();
+            if norm > 0.5 {
+                for (i, xi) in x.into_iter().enumerate() {
+                    q[i * n + c] = xi / T::from_real(norm);
+                }
+                filled[c] = true;
+                break;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -643,7 +896,7 @@ mod tests {
         );
         assert_eq!(routine("lapack_spotrf"), None);
         assert_eq!(routine("lapack_xpotrf_ffi"), None);
-        assert_eq!(routine("lapack_sgesdd_ffi"), None);
+        assert_eq!(routine("lapack_sgeev_ffi"), None);
         assert_eq!(
             routine("lapack_cungqr_ffi"),
             Some((Routine::Orgqr, PrimitiveType::C64))
@@ -764,6 +1017,69 @@ mod tests {
         }
         // A NaN never converges: info 1, not a hang.
         let (_, _, info) = syevd::<f64>(vec![1.0, f64::NAN, f64::NAN, 1.0], 1, 2, true);
+        assert_eq!(info, vec![1]);
+    }
+
+    /// `u diag(s) vt` of `gesdd`'s outputs.
+    fn rebuild(s: &[f64], u: &[f64], vt: &[f64], m: usize, n: usize, full: bool) -> Vec<f64> {
+        let k = m.min(n);
+        let u_cols = if full { m } else { k };
+        (0..m * n)
+            .map(|e| {
+                let (i, j) = (e / n, e % n);
+                (0..k)
+                    .map(|c| u[i * u_cols + c] * s[c] * vt[c * n + j])
+                    .sum()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn singular_value_decompositions() {
+        // diag(3, -4) padded: singular values 4, 3.
+        let a = vec![3.0, 0.0, 0.0, -4.0, 0.0, 0.0];
+        for full in [false, true] {
+            let (s, u, vt, info) = gesdd::<f64>(&a, 1, 3, 2, full);
+            assert_eq!(info, vec![0]);
+            assert_eq!(s, vec![4.0, 3.0]);
+            let back = rebuild(&s, &u, &vt, 3, 2, full);
+            assert!(
+                back.iter().zip(&a).all(|(x, y)| (x - y).abs() < 1e-15),
+                "{back:?}"
+            );
+            if full {
+                // The third column of U completes the basis: e3 up to sign.
+                assert_eq!(u[2 * 3 + 2].abs(), 1.0);
+            }
+        }
+        // Wide, rank one: [[1, 2, 2], [2, 4, 4]] = 3 sqrt 5 u v^T.
+        let a = vec![1.0, 2.0, 2.0, 2.0, 4.0, 4.0];
+        let (s, u, vt, _) = gesdd::<f64>(&a, 1, 2, 3, true);
+        assert!(
+            (s[0] - 3.0 * 5f64.sqrt()).abs() < 1e-14 && s[1].abs() < 1e-14,
+            "{s:?}"
+        );
+        let back = rebuild(&s, &u, &vt, 2, 3, true);
+        assert!(back.iter().zip(&a).all(|(x, y)| (x - y).abs() < 1e-14));
+        // V^H is unitary (3 x 3) even past the rank.
+        for r in 0..3 {
+            for t in 0..3 {
+                let d: f64 = (0..3).map(|j| vt[r * 3 + j] * vt[t * 3 + j]).sum();
+                assert!((d - f64::from(r == t)).abs() < 1e-14);
+            }
+        }
+        // Complex: [[1, i], [0, 1]] has singular values (sqrt 5 +- 1) / 2.
+        let c = |re, im| Complex64::new(re, im);
+        let z = vec![c(1.0, 0.0), c(0.0, 1.0), c(0.0, 0.0), c(1.0, 0.0)];
+        let (s, u, vt, _) = gesdd::<Complex64>(&z, 1, 2, 2, false);
+        let r5 = 5f64.sqrt();
+        assert!((s[0] - (r5 + 1.0) / 2.0).abs() < 1e-15 && (s[1] - (r5 - 1.0) / 2.0).abs() < 1e-15);
+        for (e, &want) in z.iter().enumerate() {
+            let (i, j) = (e / 2, e % 2);
+            let v: Complex64 = (0..2).map(|k| u[i * 2 + k] * s[k] * vt[k * 2 + j]).sum();
+            assert!((v - want).norm() < 1e-14);
+        }
+        let (_, _, _, info) = gesdd::<f64>(&[f64::INFINITY, 0.0, 0.0, 1.0], 1, 2, 2, false);
         assert_eq!(info, vec![1]);
     }
 
