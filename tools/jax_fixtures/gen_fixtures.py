@@ -157,7 +157,7 @@ def case(name, fn, args, op, tol=EXACT, hlo_ops=None, hlo_text=(), ref=None,
 
 # The custom-call targets oxla runs itself (crates/oxla-interp/src/eval/lapack.rs):
 # cases whose only custom-calls are these are written; others are dropped.
-BUILTIN_TARGET = re.compile(r"lapack_([sdcz](potrf|getrf|trsm|geqrf)|[sd](orgqr|syevd)|[cz](ungqr|heevd)|[sdcz]gesdd)_ffi")
+BUILTIN_TARGET = re.compile(r"lapack_([sdcz](potrf|getrf|trsm|geqrf)|[sd](orgqr|syevd)|[cz](ungqr|heevd)|[sdcz](gesdd|gtsv))_ffi")
 
 
 # --------------------------------------------------------------------------
@@ -1673,6 +1673,21 @@ def lapack_cases():
                                  jnp.linalg.matrix_rank(a)),
                    [general(F64, (6, 4), 540), general(F64, (6, 2), 541)], "gesdd", tol=tol[F64],
                    hlo_ops=(), may_custom_call=True))
+    for i, dt in enumerate((F32, F64, C64, C128)):
+        t = XLA_NAME[dt]
+        diag = general(dt, (2, 6), 520 + 10 * i) + 4
+        lower = general(dt, (2, 6), 521 + 10 * i)
+        upper = general(dt, (2, 6), 522 + 10 * i)
+        lower[:, 0] = 0
+        upper[:, -1] = 0
+        rhs = general(dt, (2, 6, 3), 523 + 10 * i)
+        cs.append(case(f"lapack_tridiagonal_solve_{t}", lax.linalg.tridiagonal_solve,
+                       [lower, diag, upper, rhs], "gtsv", tol=tol[dt], hlo_ops=(), may_custom_call=True))
+    # Small diagonal entries: the elimination swaps rows.
+    pivoting = [np.array(v, F64) for v in ([0, 3, 1, 2, 5], [0.01, 1e-3, 2, 0.0, 4], [1, 1, 1, 7, 0])]
+    cs.append(case("lapack_tridiagonal_solve_pivoting_f64", lax.linalg.tridiagonal_solve,
+                   [*pivoting, general(F64, (5, 2), 560)], "gtsv", tol=tol[F64], hlo_ops=(),
+                   may_custom_call=True))
     m = general(F32, (4, 4), 490)
     cs.append(case("lapack_eigh_upper_f32", lambda x: eigh_invariants(x, "U"), [m], "syevd",
                    tol=tol[F32], hlo_ops=(), may_custom_call=True,

@@ -1,5 +1,6 @@
 //! JAX's LAPACK custom calls (`lapack_?potrf_ffi`, `lapack_?getrf_ffi`,
-//! `lapack_?trsm_ffi`) run without registering anything, on both backends.
+//! `lapack_?trsm_ffi`, ...) and its sharding annotations run without
+//! registering anything, on both backends.
 //! (The JAX fixtures `tests/fixtures/jax/lapack_*` check them against
 //! XLA:CPU on batches, every element type and every trsm variant.)
 
@@ -40,4 +41,40 @@ fn lapack_targets_are_built_in() {
         );
     }
     let _ = std::fs::remove_file(&path);
+}
+
+/// What `jax.jit(f).lower(x).as_text(dialect="hlo")` writes for
+/// `f = lambda a: with_sharding_constraint(a * 2, SingleDeviceSharding(...))`,
+/// with the parameter made a constant.
+const SHARDED: &str = r##"HloModule jit_f1, entry_computation_layout={()->f32[4]{0}}, frontend_attributes={xla.sdy.meshes={empty_mesh = #sdy.mesh<[]>}}
+
+ENTRY main.1 {
+  a.1 = f32[4]{0} constant({1, -2, 3.5, 0})
+  constant.1 = f32[] constant(2)
+  broadcast.1 = f32[4]{0} broadcast(constant.1), dimensions={}
+  mul.1 = f32[4]{0} multiply(a.1, broadcast.1)
+  ROOT sharding_constraint.1 = f32[4]{0} custom-call(mul.1), custom_call_target="Sharding", sharding={replicated}, frontend_attributes={xla.sdy.sharding="#sdy.sharding_per_value<[<@empty_mesh, [{}]>]>"}
+}
+"##;
+
+#[test]
+fn sharding_annotations_are_the_identity() {
+    let dir = std::env::temp_dir().join(format!("oxla-sharding-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("m.hlo"), SHARDED).unwrap();
+    for backend in ["interp", "cpu"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_oxla"))
+            .args(["run", "m.hlo", "--backend", backend])
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{backend}: {stderr}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "f32[4] {2, -4, 7, 0}",
+            "{backend}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -55,9 +55,6 @@ mod value;
 
 pub use elementwise::{ElementwiseFunction, Scratch as ElementwiseScratch};
 pub use error::{EvalError, ServiceError, ServiceKind};
-/// How ThreeFry lays out 32-bit outputs, for backends that must agree with
-/// the interpreter bit for bit.
-pub use eval::lapack::is_builtin as is_builtin_custom_call;
 pub use eval::rng::threefry_split_dimension;
 /// The `rng` stream and how its words become each distribution's values,
 /// for backends that must agree with the interpreter bit for bit.
@@ -65,6 +62,9 @@ pub use eval::rng::{
     rng_normal_f64, rng_stream_block, rng_uniform_f64, rng_uniform_int, rng_unit,
     rng_words_per_element,
 };
+/// How ThreeFry lays out 32-bit outputs, for backends that must agree with
+/// the interpreter bit for bit.
+pub use eval::services::is_builtin_custom_call;
 /// The interpreter's error function in f64, for backends that must agree
 /// with it bit for bit.
 pub use math::erf;

@@ -3,8 +3,9 @@
 //! `lapack_?getrf_ffi`, triangular solves to `lapack_?trsm_ffi`, and `qr` to
 //! `lapack_?geqrf_ffi` and `lapack_?orgqr_ffi` (`?ungqr` for complex), and
 //! `eigh`/`eigvalsh` to `lapack_?syevd_ffi` (`?heevd`), and `svd`, `pinv`,
-//! `lstsq`, `matrix_rank` and the 2-norm to `lapack_?gesdd_ffi`; `?` is s,
-//! d, c or z for f32, f64, c64, c128. XLA:CPU runs these through LAPACK;
+//! `lstsq`, `matrix_rank` and the 2-norm to `lapack_?gesdd_ffi`, and
+//! `tridiagonal_solve` to `lapack_?gtsv_ffi`; `?` is s, d, c or z for f32,
+//! f64, c64, c128. XLA:CPU runs these through LAPACK;
 //! here they follow LAPACK's contracts on the logical arrays:
 //!
 //! * The operand layouts JAX asks for (`{1,2,0}`: each matrix column-major)
@@ -30,6 +31,8 @@
 //!   columns, by Jacobi rotations (see [`syevd`] on the eigenvectors' sign).
 //! * `gesdd` (`mode` `A`, `S` or `N`): `(a, s, u, vt, info)`, by one-sided
 //!   Jacobi; `a` is returned as it came (LAPACK leaves it undefined).
+//! * `gtsv`: `(dl, d, du, x, info)`, LAPACK's pivoted elimination (see
+//!   [`gtsv`] for JAX's diagonal convention).
 //!
 //! Like the other solvers, these compute in f64 (or complex f64) and round
 //! once, so they agree with LAPACK's single-precision results to rounding.
@@ -53,6 +56,7 @@ enum Routine {
     Orgqr,
     Syevd,
     Gesdd,
+    Gtsv,
 }
 
 /// The routine and element type a built-in target names.
@@ -75,13 +79,14 @@ fn routine(target: &str) -> Option<(Routine, PrimitiveType)> {
         "syevd" if !ty.is_complex() => Routine::Syevd,
         "heevd" if ty.is_complex() => Routine::Syevd,
         "gesdd" => Routine::Gesdd,
+        "gtsv" => Routine::Gtsv,
         _ => return None,
     };
     Some((routine, ty))
 }
 
-/// Whether `target` is a custom-call target oxla runs itself.
-pub fn is_builtin(target: &str) -> bool {
+/// Whether `target` names a LAPACK routine built in here.
+pub(crate) fn is_builtin(target: &str) -> bool {
     routine(target).is_some()
 }
 
@@ -100,6 +105,7 @@ pub(crate) fn call(
             .collect::<OpResult<Vec<_>>>()?;
         let expected = match routine {
             Routine::Trsm | Routine::Orgqr => 2,
+            Routine::Gtsv => 4,
             _ => 1,
         };
         if arrays.len() != expected {
@@ -279,6 +285,48 @@ pub(crate) fn call(
                     Value::array(vt),
                     info,
                 ]))
+            }
+            Routine::Gtsv => {
+                let (b_batches, n, nrhs) = matrices(arrays[3])?;
+                let diagonals_fit = arrays[..3].iter().all(|a| {
+                    let d = a.dims();
+                    d.len() + 1 == arrays[3].dims().len()
+                        && d[..d.len() - 1] == arrays[3].dims()[..d.len() - 1]
+                        && d[d.len() - 1] as usize == n
+                });
+                if !diagonals_fit {
+                    return fail(format!(
+                        "`{target}`: diagonals {}, {}, {} do not fit b {}",
+                        arrays[0].shape(),
+                        arrays[1].shape(),
+                        arrays[2].shape(),
+                        arrays[3].shape()
+                    ));
+                }
+                fn outputs<T: Field>(
+                    parts: [Vec<T>; 4],
+                    info: Vec<i64>,
+                    arrays: &[&oxla_hlo::ArrayLiteral],
+                    instr: &HloInstruction,
+                    target: &str,
+                ) -> OpResult<Value> {
+                    let mut values = Vec::with_capacity(5);
+                    for (part, a) in parts.iter().zip(arrays) {
+                        values.push(Value::array(store_array(a.shape(), part)?));
+                    }
+                    let tuple = instr.shape.tuple_shapes().unwrap_or(&[]);
+                    values.push(int_array(tuple.get(4), &info, target)?);
+                    Ok(Value::tuple(values))
+                }
+                if complex {
+                    let loaded = [0, 1, 2, 3].map(|i| load::<Complex64>(arrays[i]));
+                    let (parts, info) = gtsv(loaded, b_batches, n, nrhs);
+                    outputs(parts, info, &arrays, instr, target)
+                } else {
+                    let loaded = [0, 1, 2, 3].map(|i| load::<f64>(arrays[i]));
+                    let (parts, info) = gtsv(loaded, b_batches, n, nrhs);
+                    outputs(parts, info, &arrays, instr, target)
+                }
             }
             Routine::Trsm => {
                 let opts = TriangularSolveOptions {
@@ -553,6 +601,91 @@ fn orgqr<T: Field>(a: &[T], tau: &[T], batches: usize, m: usize, n: usize, k: us
         }
     }
     q
+}
+
+/// LAPACK's `gtsv` on each tridiagonal system: Gaussian elimination with
+/// partial pivoting (by `|re| + |im|`), step for step as the reference
+/// `?gtsv`. As JAX writes them, `dl[i]` is row `i`'s element left of the
+/// diagonal (`dl[0]` unused) and `du[i]` the one right of it (the last
+/// unused). Returns `[dl, d, du, x]` as LAPACK leaves them (`du`, `d`:
+/// U's first superdiagonal and diagonal, `dl[1..]`: its second
+/// superdiagonal, `b`: the solution) and `info`: 0, or the 1-based index of a zero pivot,
+/// where the batch element stops (its solution then undefined, here the
+/// partly eliminated right-hand side).
+fn gtsv<T: Field>(
+    [mut dl, mut d, mut du, mut b]: [Vec<T>; 4],
+    batches: usize,
+    n: usize,
+    nrhs: usize,
+) -> ([Vec<T>; 4], Vec<i64>) {
+    let mut info = vec![0i64; batches];
+    // Each batch's diagonals: dl and du hold n elements (the last unused).
+    for batch in 0..batches {
+        // JAX's subdiagonal starts at row 1 (`dl[0]` is unused); LAPACK's
+        // starts at its first element: the FFI handler passes `dl + 1`.
+        let (dl, d, du) = (
+            &mut dl[(batch * n + 1).min((batch + 1) * n)..(batch + 1) * n],
+            &mut d[batch * n..(batch + 1) * n],
+            &mut du[batch * n..(batch + 1) * n],
+        );
+        let b = &mut b[batch * n * nrhs..(batch + 1) * n * nrhs];
+        let mut singular = 0;
+        for i in 0..n.saturating_sub(1) {
+            if d[i].abs1() >= dl[i].abs1() {
+                // No row interchange.
+                if d[i].abs1() == 0.0 {
+                    singular = i + 1;
+                    break;
+                }
+                let fact = dl[i] / d[i];
+                d[i + 1] = d[i + 1] - fact * du[i];
+                for j in 0..nrhs {
+                    b[(i + 1) * nrhs + j] = b[(i + 1) * nrhs + j] - fact * b[i * nrhs + j];
+                }
+                if i + 2 < n {
+                    dl[i] = T::ZERO;
+                }
+            } else {
+                // Interchange rows i and i + 1.
+                let fact = d[i] / dl[i];
+                d[i] = dl[i];
+                let temp = d[i + 1];
+                d[i + 1] = du[i] - fact * temp;
+                if i + 2 < n {
+                    dl[i] = du[i + 1];
+                    du[i + 1] = -(fact * dl[i]);
+                }
+                du[i] = temp;
+                for j in 0..nrhs {
+                    let temp = b[i * nrhs + j];
+                    b[i * nrhs + j] = b[(i + 1) * nrhs + j];
+                    b[(i + 1) * nrhs + j] = temp - fact * b[(i + 1) * nrhs + j];
+                }
+            }
+        }
+        if singular == 0 && n > 0 && d[n - 1].abs1() == 0.0 {
+            singular = n;
+        }
+        if singular > 0 {
+            info[batch] = singular as i64;
+            continue;
+        }
+        // Back substitution.
+        for j in 0..nrhs {
+            let x = |b: &[T], i: usize| b[i * nrhs + j];
+            if n == 0 {
+                break;
+            }
+            b[(n - 1) * nrhs + j] = x(b, n - 1) / d[n - 1];
+            if n > 1 {
+                b[(n - 2) * nrhs + j] = (x(b, n - 2) - du[n - 2] * x(b, n - 1)) / d[n - 2];
+            }
+            for i in (0..n.saturating_sub(2)).rev() {
+                b[i * nrhs + j] = (x(b, i) - du[i] * x(b, i + 1) - dl[i] * x(b, i + 2)) / d[i];
+            }
+        }
+    }
+    ([dl, d, du, b], info)
 }
 
 /// Sweeps of [`syevd`]'s Jacobi method before it reports no convergence.
@@ -1081,6 +1214,60 @@ mod tests {
         }
         let (_, _, _, info) = gesdd::<f64>(&[f64::INFINITY, 0.0, 0.0, 1.0], 1, 2, 2, false);
         assert_eq!(info, vec![1]);
+    }
+
+    #[test]
+    fn tridiagonal_solves() {
+        // [[2, 1, 0], [1, 2, 1], [0, 1, 2]] x = (4, 8, 8): x = (1, 2, 3)
+        // (dl[0] and du[2] are outside the matrix).
+        let (parts, info) = gtsv::<f64>(
+            [
+                vec![0.0, 1.0, 1.0],
+                vec![2.0; 3],
+                vec![1.0, 1.0, 0.0],
+                vec![4.0, 8.0, 8.0],
+            ],
+            1,
+            3,
+            1,
+        );
+        assert_eq!(info, vec![0]);
+        assert!(
+            parts[3]
+                .iter()
+                .zip([1.0, 2.0, 3.0])
+                .all(|(x, y)| (x - y).abs() < 1e-15),
+            "{:?}",
+            parts[3]
+        );
+        // A zero first pivot forces a row interchange:
+        // [[0, 1], [1, 1]] x = (2, 3): x = (1, 2); two right-hand sides.
+        let (parts, info) = gtsv::<f64>(
+            [
+                vec![0.0, 1.0],
+                vec![0.0, 1.0],
+                vec![1.0, 0.0],
+                vec![2.0, 1.0, 3.0, 1.0],
+            ],
+            1,
+            2,
+            2,
+        );
+        assert_eq!(info, vec![0]);
+        assert_eq!(parts[3], vec![1.0, 0.0, 2.0, 1.0]);
+        // Singular: [[1, 1], [1, 1]].
+        let (_, info) = gtsv::<f64>(
+            [
+                vec![0.0, 1.0],
+                vec![1.0, 1.0],
+                vec![1.0, 0.0],
+                vec![1.0, 1.0],
+            ],
+            1,
+            2,
+            1,
+        );
+        assert_eq!(info, vec![2]);
     }
 
     #[test]

@@ -88,6 +88,15 @@ impl Interpreter<'_> {
         operands: &[Value],
     ) -> OpResult<Value> {
         let target = attr(&instr.attrs.custom_call_target, "custom_call_target")?;
+        if IDENTITY_TARGETS.contains(&target.as_str()) {
+            return match operands {
+                [x] if x.shape().compatible(&instr.shape) => Ok(x.clone()),
+                _ => fail(format!(
+                    "`{target}` passes one operand of the custom-call's shape {} through",
+                    instr.shape
+                )),
+            };
+        }
         if let Some(result) = super::lapack::call(target, instr, operands) {
             return result;
         }
@@ -330,4 +339,16 @@ impl Interpreter<'_> {
             None => Ok(Value::from_literal(Literal::zeros(&operands[0].shape())?)),
         }
     }
+}
+
+/// Custom-call targets that are the identity on one device: XLA's SPMD
+/// partitioner consumes these sharding annotations (JAX writes `Sharding`
+/// for `with_sharding_constraint`), leaving the value as it was.
+const IDENTITY_TARGETS: [&str; 3] = ["Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"];
+
+/// Whether `target` is a custom-call target oxla runs itself, without a
+/// registered implementation: the sharding annotations (the identity on one
+/// device) and the LAPACK routines JAX calls on CPU (`eval/lapack.rs`).
+pub fn is_builtin_custom_call(target: &str) -> bool {
+    IDENTITY_TARGETS.contains(&target) || super::lapack::is_builtin(target)
 }
