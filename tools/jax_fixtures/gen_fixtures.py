@@ -155,9 +155,10 @@ def case(name, fn, args, op, tol=EXACT, hlo_ops=None, hlo_text=(), ref=None,
                 may_custom_call=may_custom_call, allow_denormals=allow_denormals)
 
 
-# The custom-call targets oxla runs itself (crates/oxla-interp/src/eval/lapack.rs):
+# The custom-call targets oxla runs itself (crates/oxla-interp/src/eval/lapack.rs,
+# and the sharding annotation, the identity on one device):
 # cases whose only custom-calls are these are written; others are dropped.
-BUILTIN_TARGET = re.compile(r"lapack_([sdcz](potrf|getrf|trsm|geqrf)|[sd](orgqr|syevd)|[cz](ungqr|heevd)|[sdcz](gesdd|gtsv))_ffi")
+BUILTIN_TARGET = re.compile(r"lapack_([sdcz](potrf|getrf|trsm|geqrf)|[sd](orgqr|syevd)|[cz](ungqr|heevd)|[sdcz](gesdd|gtsv))_ffi|Sharding")
 
 
 # --------------------------------------------------------------------------
@@ -1688,6 +1689,11 @@ def lapack_cases():
     cs.append(case("lapack_tridiagonal_solve_pivoting_f64", lax.linalg.tridiagonal_solve,
                    [*pivoting, general(F64, (5, 2), 560)], "gtsv", tol=tol[F64], hlo_ops=(),
                    may_custom_call=True))
+    cs.append(case("sharding_constraint_f32",
+                   lambda x: jax.lax.with_sharding_constraint(
+                       x * 2, jax.sharding.SingleDeviceSharding(jax.devices()[0])) + 1,
+                   [general(F32, (3, 4), 561)], "Sharding", tol=EXACT, hlo_ops=(), may_custom_call=True,
+                   note="the identity on one device"))
     m = general(F32, (4, 4), 490)
     cs.append(case("lapack_eigh_upper_f32", lambda x: eigh_invariants(x, "U"), [m], "syevd",
                    tol=tol[F32], hlo_ops=(), may_custom_call=True,
@@ -1877,7 +1883,8 @@ def shape_str(arr):
 
 
 def check_signature(c, hlo, ins, outs):
-    first = hlo.splitlines()[0]
+    # Module-level frontend attributes (sharding meshes) follow the layout.
+    first = re.sub(r", frontend_attributes=.*$", "", hlo.splitlines()[0])
     m = re.search(r"entry_computation_layout=\{\((.*)\)->(.*)\}$", first)
     assert m, f"{c.name}: no entry_computation_layout"
     params = [re.sub(r"\{[^}]*\}", "", p) for p in split_top(m.group(1))]
