@@ -885,19 +885,23 @@ fn gesdd<T: Field>(
         let mut order: Vec<usize> = (0..cols).collect();
         order.sort_by(|&i, &j| norms[j].total_cmp(&norms[i]));
         // Left vectors of w (rows x rows when completed), right ones (cols x cols).
-        let mut left = vec![T::ZERO; rows * rows];
-        let mut filled = vec![false; rows];
+        // Left vectors of w: all `rows` of them (a full basis) only when the
+        // caller asked for it (so the declared result bounds the size),
+        // else the `cols` that pair with singular values.
+        let lc = if full { rows } else { cols };
+        let mut left = vec![T::ZERO; rows * lc];
+        let mut filled = vec![false; lc];
         for (c, &j) in order.iter().enumerate() {
             s_all[batch * k + c] = norms[j];
             if norms[j] > 0.0 {
                 let inv = T::from_real(1.0 / norms[j]);
                 for i in 0..rows {
-                    left[i * rows + c] = w[i * cols + j] * inv;
+                    left[i * lc + c] = w[i * cols + j] * inv;
                 }
                 filled[c] = true;
             }
         }
-        complete_basis(&mut left, rows, &mut filled);
+        complete_basis(&mut left, rows, lc, &mut filled);
         let right = |i: usize, c: usize| v[i * cols + order[c]];
         // a = w (tall) = left S right^H; a = w^H (wide) = right S left^H.
         let ub = &mut u_all[batch * m * u_cols..(batch + 1) * m * u_cols];
@@ -905,7 +909,7 @@ fn gesdd<T: Field>(
         if !wide {
             for i in 0..m {
                 for c in 0..u_cols {
-                    ub[i * u_cols + c] = left[i * rows + c];
+                    ub[i * u_cols + c] = left[i * lc + c];
                 }
             }
             for r in 0..vt_rows {
@@ -922,7 +926,7 @@ fn gesdd<T: Field>(
             }
             for r in 0..vt_rows {
                 for j in 0..n {
-                    vtb[r * n + j] = left[j * rows + r].conj();
+                    vtb[r * n + j] = left[j * lc + r].conj();
                 }
             }
         }
@@ -976,31 +980,32 @@ fn column_rotate<T: Field>(
     true
 }
 
-/// Fills the columns of the `n x n` matrix `q` not yet `filled` so that all
-/// are orthonormal: unit vectors orthogonalised (twice) against the columns
-/// so far, in order, the first that keep over half their length.
-fn complete_basis<T: Field>(q: &mut [T], n: usize, filled: &mut [bool]) {
+/// Fills the columns of the `rows x cols` matrix `q` (`cols <= rows`) not
+/// yet `filled` so that all are orthonormal: unit vectors orthogonalised
+/// (twice) against the columns so far, in order, the first that keep over
+/// half their length.
+fn complete_basis<T: Field>(q: &mut [T], rows: usize, cols: usize, filled: &mut [bool]) {
     let mut candidate = 0;
-    for c in 0..n {
+    for c in 0..cols {
         if filled[c] {
             continue;
         }
-        while candidate < n {
-            let mut x = vec![T::ZERO; n];
+        while candidate < rows {
+            let mut x = vec![T::ZERO; rows];
             x[candidate] = T::ONE;
             candidate += 1;
             for _ in 0..2 {
-                for d in (0..n).filter(|&d| filled[d]) {
-                    let dot = (0..n).fold(T::ZERO, |acc, i| acc + q[i * n + d].conj() * x[i]);
+                for d in (0..cols).filter(|&d| filled[d]) {
+                    let dot = (0..rows).fold(T::ZERO, |acc, i| acc + q[i * cols + d].conj() * x[i]);
                     for (i, xi) in x.iter_mut().enumerate() {
-                        *xi = *xi - q[i * n + d] * dot;
+                        *xi = *xi - q[i * cols + d] * dot;
                     }
                 }
             }
             let norm = x.iter().map(|e| e.abs2()).sum::<f64>().sqrt();
             if norm > 0.5 {
                 for (i, xi) in x.into_iter().enumerate() {
-                    q[i * n + c] = xi / T::from_real(norm);
+                    q[i * cols + c] = xi / T::from_real(norm);
                 }
                 filled[c] = true;
                 break;
@@ -1212,6 +1217,21 @@ mod tests {
             let v: Complex64 = (0..2).map(|k| u[i * 2 + k] * s[k] * vt[k * 2 + j]).sum();
             assert!((v - want).norm() < 1e-14);
         }
+        // Reduced and rank-deficient: the zero column's left vector still
+        // completes an orthonormal pair.
+        let a = vec![1.0, 0.0, 2.0, 0.0, 2.0, 0.0];
+        let (s, u, _, _) = gesdd::<f64>(&a, 1, 3, 2, false);
+        assert_eq!(s, vec![3.0, 0.0]);
+        for (p, q) in [(0, 0), (0, 1), (1, 1)] {
+            let d: f64 = (0..3).map(|i| u[i * 2 + p] * u[i * 2 + q]).sum();
+            assert!((d - f64::from(p == q)).abs() < 1e-15, "{u:?}");
+        }
+        // Tall and thin: only the thin factor is built (a full 100000 x
+        // 100000 one would not fit in memory).
+        let tall: Vec<f64> = (0..200_000).map(|i| ((i * 7919) % 1000) as f64).collect();
+        let (s, u, _, _) = gesdd::<f64>(&tall, 1, 100_000, 2, false);
+        assert_eq!(u.len(), 200_000);
+        assert!(s[0] >= s[1] && s[1] > 0.0);
         let (_, _, _, info) = gesdd::<f64>(&[f64::INFINITY, 0.0, 0.0, 1.0], 1, 2, 2, false);
         assert_eq!(info, vec![1]);
     }
