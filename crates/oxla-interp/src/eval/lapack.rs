@@ -1,12 +1,18 @@
-//! The LAPACK custom calls JAX emits on CPU, built in: `jnp.linalg.cholesky`
-//! lowers to `lapack_?potrf_ffi`, `lu_factor`, `det`, `inv` and `solve` to
-//! `lapack_?getrf_ffi`, triangular solves to `lapack_?trsm_ffi`, and `qr` to
-//! `lapack_?geqrf_ffi` and `lapack_?orgqr_ffi` (`?ungqr` for complex), and
-//! `eigh`/`eigvalsh` to `lapack_?syevd_ffi` (`?heevd`), and `svd`, `pinv`,
-//! `lstsq`, `matrix_rank` and the 2-norm to `lapack_?gesdd_ffi`, and
-//! `tridiagonal_solve` to `lapack_?gtsv_ffi`; `?` is s, d, c or z for f32,
-//! f64, c64, c128. XLA:CPU runs these through LAPACK;
-//! here they follow LAPACK's contracts on the logical arrays:
+//! The LAPACK custom calls JAX emits on CPU, built in (`?` is s, d, c or z
+//! for f32, f64, c64, c128):
+//!
+//! | JAX | target |
+//! |---|---|
+//! | `jnp.linalg.cholesky` | `lapack_?potrf_ffi` |
+//! | `lu_factor`, `det`, `inv`, `solve`, `expm` | `lapack_?getrf_ffi` (+ `?trsm`) |
+//! | triangular solves | `lapack_?trsm_ffi` |
+//! | `qr` | `lapack_?geqrf_ffi`, `lapack_?orgqr_ffi` (`?ungqr` for complex) |
+//! | `eigh`, `eigvalsh` | `lapack_?syevd_ffi` (`?heevd` for complex) |
+//! | `svd`, `pinv`, `lstsq`, `matrix_rank`, 2-norm | `lapack_?gesdd_ffi` |
+//! | `tridiagonal_solve` | `lapack_?gtsv_ffi` |
+//!
+//! XLA:CPU runs these through LAPACK; here they follow LAPACK's contracts
+//! on the logical arrays:
 //!
 //! * The operand layouts JAX asks for (`{1,2,0}`: each matrix column-major)
 //!   only place LAPACK's `A(i, j)` at the logical element `[..., i, j]`, so
