@@ -18,10 +18,12 @@ ENTRY e {
 }
 "#;
 
-#[test]
-fn lapack_targets_are_built_in() {
-    let path = std::env::temp_dir().join(format!("oxla-lapack-{}.hlo", std::process::id()));
-    std::fs::write(&path, MODULE).unwrap();
+/// Runs `module` (no parameters) with `oxla run` on both backends and
+/// asserts that each prints `want`.
+#[track_caller]
+fn prints_on_both_backends(name: &str, module: &str, want: &str) {
+    let path = std::env::temp_dir().join(format!("oxla-{name}-{}.hlo", std::process::id()));
+    std::fs::write(&path, module).unwrap();
     for backend in ["interp", "cpu"] {
         let out = Command::new(env!("CARGO_BIN_EXE_oxla"))
             .args(["run", path.to_str().unwrap(), "--backend", backend])
@@ -29,18 +31,27 @@ fn lapack_targets_are_built_in() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{backend}: {stderr}");
-        // potrf: L = [[2, 0], [1, 2]] below the diagonal, the operand's 2
-        // above it, info 0. trsm: the lower triangle [[4, 0], [2, 5]]
-        // solved against b. getrf: no row swap (4 > 2), l = 1/2, u = 5 - 1.
         assert_eq!(
             String::from_utf8_lossy(&out.stdout).trim(),
-            "((f64[2,2] {{2, 2}, {1, 2}}, s32[] 0), \
-             f64[2,3] {{0.5, 1, 1.5}, {0.4, -0.2, 1.2}}, \
-             (f64[2,2] {{4, 2}, {0.5, 4}}, s32[2] {1, 2}, s32[] 0))",
+            want,
             "{backend}"
         );
     }
     let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn lapack_targets_are_built_in() {
+    // potrf: L = [[2, 0], [1, 2]] below the diagonal, the operand's 2
+    // above it, info 0. trsm: the lower triangle [[4, 0], [2, 5]] solved
+    // against b. getrf: no row swap (4 > 2), l = 1/2, u = 5 - 1.
+    prints_on_both_backends(
+        "lapack",
+        MODULE,
+        "((f64[2,2] {{2, 2}, {1, 2}}, s32[] 0), \
+         f64[2,3] {{0.5, 1, 1.5}, {0.4, -0.2, 1.2}}, \
+         (f64[2,2] {{4, 2}, {0.5, 4}}, s32[2] {1, 2}, s32[] 0))",
+    );
 }
 
 /// What `jax.jit(f).lower(x).as_text(dialect="hlo")` writes for
@@ -59,22 +70,5 @@ ENTRY main.1 {
 
 #[test]
 fn sharding_annotations_are_the_identity() {
-    let dir = std::env::temp_dir().join(format!("oxla-sharding-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("m.hlo"), SHARDED).unwrap();
-    for backend in ["interp", "cpu"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_oxla"))
-            .args(["run", "m.hlo", "--backend", backend])
-            .current_dir(&dir)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{backend}: {stderr}");
-        assert_eq!(
-            String::from_utf8_lossy(&out.stdout).trim(),
-            "f32[4] {2, -4, 7, 0}",
-            "{backend}"
-        );
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    prints_on_both_backends("sharding", SHARDED, "f32[4] {2, -4, 7, 0}");
 }

@@ -786,28 +786,15 @@ fn jacobi_rotate<T: Field>(h: &mut [T], v: &mut [T], n: usize, p: usize, q: usiz
     }
     let e = apq / T::from_real(r);
     // Phase: column q times conj(e), row q times e (so h_pq becomes r).
-    for k in 0..n {
-        h[k * n + q] = h[k * n + q] * e.conj();
-        v[k * n + q] = v[k * n + q] * e.conj();
-    }
-    for k in 0..n {
-        h[q * n + k] = h[q * n + k] * e;
+    scale_column(h, n, q, e.conj());
+    scale_column(v, n, q, e.conj());
+    for x in &mut h[q * n..(q + 1) * n] {
+        *x = *x * e;
     }
     let (app, aqq) = (h[p * n + p].real(), h[q * n + q].real());
-    let theta = (aqq - app) / (2.0 * r);
-    let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
-    let c = 1.0 / (t * t + 1.0).sqrt();
-    let s = t * c;
-    let (c, s) = (T::from_real(c), T::from_real(s));
-    // Columns: h_kp' = c h_kp - s h_kq, h_kq' = s h_kp + c h_kq (and v).
-    for k in 0..n {
-        let (kp, kq) = (h[k * n + p], h[k * n + q]);
-        h[k * n + p] = c * kp - s * kq;
-        h[k * n + q] = s * kp + c * kq;
-        let (kp, kq) = (v[k * n + p], v[k * n + q]);
-        v[k * n + p] = c * kp - s * kq;
-        v[k * n + q] = s * kp + c * kq;
-    }
+    let (c, s) = jacobi_angle((aqq - app) / (2.0 * r));
+    rotate_columns(h, n, (p, q), (c, s));
+    rotate_columns(v, n, (p, q), (c, s));
     // Rows, the same rotation from the left.
     for k in 0..n {
         let (pk, qk) = (h[p * n + k], h[q * n + k]);
@@ -816,6 +803,32 @@ fn jacobi_rotate<T: Field>(h: &mut [T], v: &mut [T], n: usize, p: usize, q: usiz
     }
     h[p * n + q] = T::ZERO;
     h[q * n + p] = T::ZERO;
+}
+
+/// The cosine and sine of the Jacobi rotation for `theta = (a_qq - a_pp)
+/// / (2 a_pq)`: the smaller angle, `t = tan = sign(theta) / (|theta| +
+/// sqrt(theta^2 + 1))`.
+fn jacobi_angle<T: Field>(theta: f64) -> (T, T) {
+    let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
+    let c = 1.0 / (t * t + 1.0).sqrt();
+    (T::from_real(c), T::from_real(t * c))
+}
+
+/// Column `q` of the row-major matrix `m` (`cols` wide) times `e`.
+fn scale_column<T: Field>(m: &mut [T], cols: usize, q: usize, e: T) {
+    for row in m.chunks_exact_mut(cols) {
+        row[q] = row[q] * e;
+    }
+}
+
+/// Columns `p` and `q` of the row-major matrix `m` (`cols` wide) rotated:
+/// `m_kp' = c m_kp - s m_kq`, `m_kq' = s m_kp + c m_kq`.
+fn rotate_columns<T: Field>(m: &mut [T], cols: usize, (p, q): (usize, usize), (c, s): (T, T)) {
+    for row in m.chunks_exact_mut(cols) {
+        let (a, b) = (row[p], row[q]);
+        row[p] = c * a - s * b;
+        row[q] = s * a + c * b;
+    }
 }
 
 /// LAPACK's `gesdd` contract on each `m x n` matrix of `a`: the singular
@@ -963,26 +976,11 @@ fn column_rotate<T: Field>(
     }
     // Turn column q's phase so that gamma is real, then rotate.
     let e = (gamma / T::from_real(g)).conj();
-    for i in 0..rows {
-        w[i * cols + q] = w[i * cols + q] * e;
-    }
-    for i in 0..cols {
-        v[i * cols + q] = v[i * cols + q] * e;
-    }
-    let zeta = (beta - alpha) / (2.0 * g);
-    let t = zeta.signum() / (zeta.abs() + (zeta * zeta + 1.0).sqrt());
-    let c = 1.0 / (t * t + 1.0).sqrt();
-    let (c, s) = (T::from_real(c), T::from_real(c * t));
-    for i in 0..rows {
-        let (a, b) = (w[i * cols + p], w[i * cols + q]);
-        w[i * cols + p] = c * a - s * b;
-        w[i * cols + q] = s * a + c * b;
-    }
-    for i in 0..cols {
-        let (a, b) = (v[i * cols + p], v[i * cols + q]);
-        v[i * cols + p] = c * a - s * b;
-        v[i * cols + q] = s * a + c * b;
-    }
+    scale_column(w, cols, q, e);
+    scale_column(v, cols, q, e);
+    let (c, s) = jacobi_angle((beta - alpha) / (2.0 * g));
+    rotate_columns(w, cols, (p, q), (c, s));
+    rotate_columns(v, cols, (p, q), (c, s));
     true
 }
 
@@ -1061,10 +1059,10 @@ mod tests {
     #[test]
     fn flags() {
         let config = "{diag = 78 : ui8, side = 76 : ui8, trans_x = 84 : ui8, uplo = 85 : ui8}";
-        assert_eq!(flag(config, "diag").unwrap(), b'N');
-        assert_eq!(flag(config, "side").unwrap(), b'L');
-        assert_eq!(flag(config, "trans_x").unwrap(), b'T');
-        assert_eq!(flag(config, "uplo").unwrap(), b'U');
+        assert_eq!(flag(config, "diag").ok(), Some(b'N'));
+        assert_eq!(flag(config, "side").ok(), Some(b'L'));
+        assert_eq!(flag(config, "trans_x").ok(), Some(b'T'));
+        assert_eq!(flag(config, "uplo").ok(), Some(b'U'));
         assert!(flag(config, "alpha").is_err());
         assert!(flag("{uplo = x : ui8}", "uplo").is_err());
         assert!(flag("", "uplo").is_err());
