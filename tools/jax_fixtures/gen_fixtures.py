@@ -1711,6 +1711,38 @@ def lapack_cases():
     singular = np.array([[1, 2, 3], [2, 4, 6], [1, 0, 1]], F64)
     cs.append(case("lapack_lu_singular_f64", sla.lu_factor, [singular], "getrf", tol=tol[F64],
                    hlo_ops=(), may_custom_call=True))
+    # Matrices large enough for the CPU backend's recursive routines (which
+    # split down to 16 rows): pivoting LU without a dominant diagonal, wide
+    # and tall LU, every triangular-solve form, both Cholesky triangles.
+    for i, dt in enumerate((F32, F64)):
+        t = XLA_NAME[dt]
+        square = floats(F64, (45, 45), 570 + 10 * i, -1, 1, False).astype(dt)
+        cs.append(case(f"lapack_blocked_lu_{t}", lambda x: lax.linalg.lu(x), [square], "getrf",
+                       tol=tol[dt], hlo_ops=(), may_custom_call=True))
+        cs.append(case(f"lapack_blocked_solve_inv_{t}",
+                       lambda x, y: (jnp.linalg.solve(x, y), jnp.linalg.inv(x)),
+                       [general(dt, (40, 40), 571 + 10 * i), general(dt, (40, 7), 572 + 10 * i)],
+                       "getrf", tol=tol[dt], hlo_ops=(), may_custom_call=True))
+        cs.append(case(f"lapack_blocked_lu_wide_tall_{t}",
+                       lambda x, y: (lax.linalg.lu(x), lax.linalg.lu(y)),
+                       [floats(F64, (20, 45), 573 + 10 * i, -1, 1, False).astype(dt),
+                        floats(F64, (45, 20), 574 + 10 * i, -1, 1, False).astype(dt)],
+                       "getrf", tol=tol[dt], hlo_ops=(), may_custom_call=True))
+        big = spd(dt, (), 40, 575 + 10 * i)
+        cs.append(case(f"lapack_blocked_cholesky_{t}",
+                       lambda x: (jnp.linalg.cholesky(x), sla.cholesky(x, lower=False)), [big],
+                       "potrf", tol=tol[dt], hlo_ops=(), may_custom_call=True))
+        # Small off-diagonal entries keep unit triangles well conditioned.
+        tri = (floats(F64, (2, 40, 40), 576 + 10 * i, -1, 1, False) / 20 + 2 * np.eye(40)).astype(dt)
+        for left, lower, trans, unit in ((True, True, 0, False), (True, False, 1, True),
+                                         (False, True, 1, False), (False, False, 0, True)):
+            b = general(dt, (2, 40, 9) if left else (2, 9, 40), 577 + 10 * i)
+            name = (f"lapack_blocked_trsm_{'left' if left else 'right'}_{'lower' if lower else 'upper'}"
+                    f"_{'NT'[trans]}{'_unit' if unit else ''}_{t}")
+            fn = (lambda left, lower, trans, unit: lambda x, y: lax.linalg.triangular_solve(
+                x, y, left_side=left, lower=lower, transpose_a=trans > 0,
+                unit_diagonal=unit))(left, lower, trans, unit)
+            cs.append(case(name, fn, [tri, b], "trsm", tol=tol[dt], hlo_ops=(), may_custom_call=True))
     not_pd = np.array([[[1, 2], [2, 1]], [[4, 2], [2, 5]]], F32)
     cs.append(case("lapack_cholesky_not_pd_f32", jnp.linalg.cholesky, [not_pd], "potrf",
                    tol=tol[F32], hlo_ops=(), may_custom_call=True))

@@ -55,6 +55,9 @@ mod value;
 
 pub use elementwise::{ElementwiseFunction, Scratch as ElementwiseScratch};
 pub use error::{EvalError, ServiceError, ServiceKind};
+/// A LAPACK custom call's character attributes, for backends that run
+/// those calls natively.
+pub use eval::lapack::lapack_flag;
 pub use eval::rng::threefry_split_dimension;
 /// The `rng` stream and how its words become each distribution's values,
 /// for backends that must agree with the interpreter bit for bit.

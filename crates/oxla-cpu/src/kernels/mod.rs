@@ -42,6 +42,7 @@ macro_rules! dispatched {
 
 pub(crate) mod conv;
 pub(crate) mod copy;
+pub(crate) mod dense;
 pub(crate) mod dot;
 pub(crate) mod elementwise;
 pub(crate) mod fft;
@@ -49,6 +50,7 @@ pub(crate) mod fold;
 pub(crate) mod fused;
 pub(crate) mod gather;
 pub(crate) mod iota;
+pub(crate) mod lapack;
 pub(crate) mod math;
 pub(crate) mod minmax;
 pub(crate) mod pad;
@@ -120,6 +122,9 @@ pub(crate) fn select(
             window::plan_reduce_window(module, comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>)
         }
         Opcode::Fft => fft::plan(comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>),
+        Opcode::CustomCall | Opcode::TriangularSolve => {
+            lapack::plan(comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>)
+        }
         Opcode::TopK => topk::plan(comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>),
         Opcode::RngBitGenerator => random::plan(instr).map(|k| Box::new(k) as Box<dyn Kernel>),
         Opcode::SelectAndScatter => window::plan_select_and_scatter(module, comp, instr)

@@ -394,6 +394,13 @@ pub(crate) fn call(
     }))
 }
 
+/// The character-valued attribute `key` of a LAPACK custom call's typed-FFI
+/// `backend_config` (`lapack_flag("{uplo = 76 : ui8}", "uplo")` is
+/// `Some(b'L')`), or `None` if it has no such attribute.
+pub fn lapack_flag(config: &str, key: &str) -> Option<u8> {
+    flag(config, key).ok()
+}
+
 /// The character-valued attribute `key` of a typed-FFI backend config such
 /// as `{diag = 78 : ui8, side = 76 : ui8}`.
 fn flag(config: &str, key: &str) -> OpResult<u8> {

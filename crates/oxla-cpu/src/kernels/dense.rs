@@ -1,0 +1,862 @@
+//! Dense factorisations and triangular solves on row-major real matrices,
+//! recursive so that almost all of their work is matrix products through
+//! `gemm` (the kernels of the LAPACK custom calls, see `lapack.rs`).
+//!
+//! A matrix here is a slice and a row stride `ld` (columns are contiguous);
+//! a block of it is named by its first row and column. Every routine
+//! splits its problem in halves, solves the first, updates the rest with
+//! one product, and solves that; below [`BASE`] rows or columns it runs the
+//! textbook loop, whose inner loops run along rows.
+
+use std::ops::{Add, Div, Mul, Neg, Sub};
+
+/// Below this size a routine runs its unblocked loop.
+const BASE: usize = 16;
+
+/// From this many multiply-adds a product runs on every thread.
+const PARALLEL_MIN_FLOPS: usize = 1 << 20;
+
+/// f32 or f64.
+pub(crate) trait Real:
+    Copy
+    + Send
+    + Sync
+    + PartialOrd
+    + Default
+    + 'static
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Neg<Output = Self>
+{
+    const ZERO: Self;
+    const ONE: Self;
+    fn abs(self) -> Self;
+    fn sqrt(self) -> Self;
+}
+
+impl Real for f32 {
+    const ZERO: f32 = 0.0;
+    const ONE: f32 = 1.0;
+    fn abs(self) -> f32 {
+        f32::abs(self)
+    }
+    fn sqrt(self) -> f32 {
+        f32::sqrt(self)
+    }
+}
+
+impl Real for f64 {
+    const ZERO: f64 = 0.0;
+    const ONE: f64 = 1.0;
+    fn abs(self) -> f64 {
+        f64::abs(self)
+    }
+    fn sqrt(self) -> f64 {
+        f64::sqrt(self)
+    }
+}
+
+/// A block operand of a product: its first element's row and column in the
+/// buffer, and whether it is read transposed.
+#[derive(Clone, Copy)]
+struct Block {
+    row: usize,
+    col: usize,
+    transposed: bool,
+}
+
+impl Block {
+    fn at(row: usize, col: usize) -> Block {
+        Block {
+            row,
+            col,
+            transposed: false,
+        }
+    }
+
+    fn t(self) -> Block {
+        Block {
+            transposed: true,
+            ..self
+        }
+    }
+
+    /// The rows and columns of the buffer it covers as an `r x c` operand.
+    fn extent(self, r: usize, c: usize) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+        let (r, c) = if self.transposed { (c, r) } else { (r, c) };
+        (self.row..self.row + r, self.col..self.col + c)
+    }
+}
+
+fn overlaps(a: &std::ops::Range<usize>, b: &std::ops::Range<usize>) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
+/// `x[dst] -= op(x[lhs]) * op(x[rhs])`: `dst` is `m x n`, the operands
+/// `m x k` and `k x n` blocks of the same buffer `x` (row stride `ld`),
+/// which must not overlap `dst`'s block (operands that would are copied
+/// first, so the result is always the product of the values before).
+#[allow(clippy::too_many_arguments)]
+fn sub_product<T: Real>(
+    x: &mut [T],
+    ld: usize,
+    dst: (usize, usize),
+    (m, n, k): (usize, usize, usize),
+    lhs: Block,
+    rhs: Block,
+) {
+    if m == 0 || n == 0 || k == 0 {
+        return;
+    }
+    let (dr, dc) = (dst.0..dst.0 + m, dst.1..dst.1 + n);
+    let (lr, lc) = lhs.extent(m, k);
+    let (rr, rc) = rhs.extent(k, n);
+    let last = |rows: &std::ops::Range<usize>, cols: &std::ops::Range<usize>| {
+        (rows.end - 1) * ld + cols.end - 1
+    };
+    let inside = [(&dr, &dc), (&lr, &lc), (&rr, &rc)]
+        .iter()
+        .all(|(r, c)| c.end <= ld && last(r, c) < x.len());
+    let clash = |r: &std::ops::Range<usize>, c: &std::ops::Range<usize>| {
+        overlaps(r, &dr) && overlaps(c, &dc)
+    };
+    if !inside || clash(&lr, &lc) || clash(&rr, &rc) {
+        // Not a product of disjoint blocks: evaluate it from copies.
+        let read = |b: Block, i: usize, j: usize| {
+            let (i, j) = if b.transposed { (j, i) } else { (i, j) };
+            x.get((b.row + i) * ld + b.col + j)
+                .copied()
+                .unwrap_or_default()
+        };
+        let mut product = vec![T::ZERO; m * n];
+        for i in 0..m {
+            for p in 0..k {
+                let l = read(lhs, i, p);
+                for j in 0..n {
+                    product[i * n + j] = product[i * n + j] + l * read(rhs, p, j);
+                }
+            }
+        }
+        for i in 0..m {
+            for j in 0..n {
+                if let Some(d) = x.get_mut((dst.0 + i) * ld + dst.1 + j) {
+                    *d = *d - product[i * n + j];
+                }
+            }
+        }
+        return;
+    }
+    let strides = |b: Block| -> (isize, isize) {
+        // (column stride, row stride) of the operand as read.
+        if b.transposed {
+            (ld as isize, 1)
+        } else {
+            (1, ld as isize)
+        }
+    };
+    let (lcs, lrs) = strides(lhs);
+    let (rcs, rrs) = strides(rhs);
+    let parallelism = if m * n * k >= PARALLEL_MIN_FLOPS {
+        gemm::Parallelism::Rayon(rayon::current_num_threads())
+    } else {
+        gemm::Parallelism::None
+    };
+    let base = x.as_mut_ptr();
+    // SAFETY: the three blocks lie inside `x` (checked above: every row
+    // they cover ends within the row stride and the last element is in
+    // bounds), and the destination block overlaps neither operand block,
+    // so gemm writes only memory it does not read. `x` is borrowed
+    // mutably for the call, so nothing else touches it.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            base.add(dst.0 * ld + dst.1),
+            1,
+            ld as isize,
+            true,
+            base.add(lhs.row * ld + lhs.col).cast_const(),
+            lcs,
+            lrs,
+            base.add(rhs.row * ld + rhs.col).cast_const(),
+            rcs,
+            rrs,
+            T::ONE,
+            -T::ONE,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+/// Rows `p` and `i` (`p < i`) of `x`, `len` elements from column `col`:
+/// the first to read, the second to write.
+fn row_pair<T>(
+    x: &mut [T],
+    ld: usize,
+    p: usize,
+    i: usize,
+    col: usize,
+    len: usize,
+) -> (&[T], &mut [T]) {
+    let (top, bottom) = x.split_at_mut(i * ld);
+    (
+        &top[p * ld + col..p * ld + col + len],
+        &mut bottom[col..col + len],
+    )
+}
+
+/// `dst -= l * src`, elementwise.
+#[inline]
+fn axpy<T: Real>(dst: &mut [T], l: T, src: &[T]) {
+    for (d, &s) in dst.iter_mut().zip(src) {
+        *d = *d - l * s;
+    }
+}
+
+/// `a . b`.
+#[inline]
+fn dot<T: Real>(a: &[T], b: &[T]) -> T {
+    const LANES: usize = 8;
+    let mut acc = [T::ZERO; LANES];
+    let mut ac = a.chunks_exact(LANES);
+    let mut bc = b.chunks_exact(LANES);
+    for (x, y) in (&mut ac).zip(&mut bc) {
+        for l in 0..LANES {
+            acc[l] = acc[l] + x[l] * y[l];
+        }
+    }
+    let mut sum = T::ZERO;
+    for (&x, &y) in ac.remainder().iter().zip(bc.remainder()) {
+        sum = sum + x * y;
+    }
+    acc.iter().fold(T::ZERO, |s, &v| s + v) + sum
+}
+
+/// A triangular matrix `n x n` whose top-left element is at (`row`, `col`)
+/// of a buffer with row stride `ld`.
+#[derive(Clone, Copy)]
+pub(crate) struct Triangle {
+    pub row: usize,
+    pub col: usize,
+    pub n: usize,
+    pub lower: bool,
+    /// Unit diagonal: the diagonal is taken as ones and never read.
+    pub unit: bool,
+}
+
+impl Triangle {
+    fn sub(self, from: usize, to: usize) -> Triangle {
+        Triangle {
+            row: self.row + from,
+            col: self.col + from,
+            n: to - from,
+            ..self
+        }
+    }
+}
+
+/// Solves `t x = b` in place of `b`, where `t` lies in `tri` (row stride
+/// `ldt`) and `b` is `t.n x cols` in `rhs` (row stride `ldb`). Neither
+/// buffer may be the other.
+pub(crate) fn solve_left<T: Real>(
+    tri: &[T],
+    ldt: usize,
+    t: Triangle,
+    rhs: &mut [T],
+    ldb: usize,
+    cols: usize,
+) {
+    let n = t.n;
+    if n == 0 || cols == 0 {
+        return;
+    }
+    if n <= BASE {
+        let at = |i: usize, j: usize| tri[(t.row + i) * ldt + t.col + j];
+        let order: Box<dyn Iterator<Item = usize>> = if t.lower {
+            Box::new(0..n)
+        } else {
+            Box::new((0..n).rev())
+        };
+        for i in order {
+            let others = if t.lower { 0..i } else { i + 1..n };
+            for p in others {
+                let l = at(i, p);
+                if p < i {
+                    let (src, dst) = row_pair(rhs, ldb, p, i, 0, cols);
+                    axpy(dst, l, src);
+                } else {
+                    let (dst_rows, src_rows) = rhs.split_at_mut(p * ldb);
+                    axpy(&mut dst_rows[i * ldb..i * ldb + cols], l, &src_rows[..cols]);
+                }
+            }
+            if !t.unit {
+                let d = at(i, i);
+                for v in &mut rhs[i * ldb..i * ldb + cols] {
+                    *v = *v / d;
+                }
+            }
+        }
+        return;
+    }
+    let h = n / 2;
+    // The half solved first, then the other half's right-hand side
+    // updated with it.
+    let (first, second) = if t.lower { (0..h, h..n) } else { (h..n, 0..h) };
+    let rows_from = |r: usize| r * ldb;
+    solve_left(
+        tri,
+        ldt,
+        t.sub(first.start, first.end),
+        &mut rhs[rows_from(first.start)..],
+        ldb,
+        cols,
+    );
+    // b[second] -= t[second, first] * x[first]: t and b are different
+    // buffers, so the product goes through a copy of the coupling block.
+    let (sr, fr) = (second.len(), first.len());
+    let mut coupling = vec![T::ZERO; sr * fr];
+    for (i, out) in coupling.chunks_exact_mut(fr).enumerate() {
+        let start = (t.row + second.start + i) * ldt + t.col + first.start;
+        out.copy_from_slice(&tri[start..start + fr]);
+    }
+    product_into(
+        rhs,
+        ldb,
+        (second.start, 0),
+        (sr, cols, fr),
+        &coupling,
+        (first.start, 0),
+    );
+    solve_left(
+        tri,
+        ldt,
+        t.sub(second.start, second.end),
+        &mut rhs[rows_from(second.start)..],
+        ldb,
+        cols,
+    );
+}
+
+/// `b[dst] -= c * b[src]`, with `c` a separate `m x k` row-major matrix
+/// and `b[src]` the `k x n` block at `src` of `b`, disjoint from `dst`.
+fn product_into<T: Real>(
+    b: &mut [T],
+    ldb: usize,
+    dst: (usize, usize),
+    (m, n, k): (usize, usize, usize),
+    c: &[T],
+    src: (usize, usize),
+) {
+    if m == 0 || n == 0 || k == 0 {
+        return;
+    }
+    let (dr, sr) = (dst.0..dst.0 + m, src.0..src.0 + k);
+    let inside = dst.1 + n <= ldb
+        && src.1 + n <= ldb
+        && (dr.end - 1) * ldb + dst.1 + n <= b.len()
+        && (sr.end - 1) * ldb + src.1 + n <= b.len()
+        && c.len() >= m * k;
+    if !inside || (overlaps(&dr, &sr) && overlaps(&(dst.1..dst.1 + n), &(src.1..src.1 + n))) {
+        let mut product = vec![T::ZERO; m * n];
+        for i in 0..m {
+            for p in 0..k {
+                let l = c.get(i * k + p).copied().unwrap_or_default();
+                for j in 0..n {
+                    let v = b
+                        .get((src.0 + p) * ldb + src.1 + j)
+                        .copied()
+                        .unwrap_or_default();
+                    product[i * n + j] = product[i * n + j] + l * v;
+                }
+            }
+        }
+        for i in 0..m {
+            for j in 0..n {
+                if let Some(d) = b.get_mut((dst.0 + i) * ldb + dst.1 + j) {
+                    *d = *d - product[i * n + j];
+                }
+            }
+        }
+        return;
+    }
+    let parallelism = if m * n * k >= PARALLEL_MIN_FLOPS {
+        gemm::Parallelism::Rayon(rayon::current_num_threads())
+    } else {
+        gemm::Parallelism::None
+    };
+    let base = b.as_mut_ptr();
+    // SAFETY: both blocks of `b` lie inside it and do not overlap (checked
+    // above), `c` holds `m * k` elements and is a different buffer (it is
+    // borrowed shared while `b` is borrowed mutably).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            base.add(dst.0 * ldb + dst.1),
+            1,
+            ldb as isize,
+            true,
+            c.as_ptr(),
+            1,
+            k as isize,
+            base.add(src.0 * ldb + src.1).cast_const(),
+            1,
+            ldb as isize,
+            T::ONE,
+            -T::ONE,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+/// LU factorisation with partial pivoting (LAPACK's `getrf`) of the
+/// `m x n` matrix `a` (row stride `n`), in place: `pivots[j]` is the
+/// 1-based row swapped with row `j + 1` (the first largest `|a|` in the
+/// column), and the result is the 1-based index of the first exactly zero
+/// pivot, or 0.
+pub(crate) fn getrf<T: Real>(a: &mut [T], m: usize, n: usize, pivots: &mut [i32]) -> i32 {
+    let k = m.min(n);
+    let mut info = 0;
+    if k == 0 || a.len() < m * n || pivots.len() < k {
+        return 0;
+    }
+    lu_columns(a, m, n, 0, k, pivots, &mut info);
+    if n > k {
+        // A wide matrix: the columns right of the square part become
+        // U's rows, L^-1 times them.
+        let t = Triangle {
+            row: 0,
+            col: 0,
+            n: k,
+            lower: true,
+            unit: true,
+        };
+        solve_left_in_place(a, n, t, (0, k), n - k);
+    }
+    info
+}
+
+/// `solve_left` where the triangle and the right-hand side share the
+/// buffer (disjoint blocks): the rhs is the `t.n x cols` block at `at`.
+fn solve_left_in_place<T: Real>(
+    a: &mut [T],
+    ld: usize,
+    t: Triangle,
+    at: (usize, usize),
+    cols: usize,
+) {
+    let n = t.n;
+    if n == 0 || cols == 0 {
+        return;
+    }
+    if n <= BASE {
+        let order: Box<dyn Iterator<Item = usize>> = if t.lower {
+            Box::new(0..n)
+        } else {
+            Box::new((0..n).rev())
+        };
+        let mut row = vec![T::ZERO; cols];
+        for i in order {
+            let others = if t.lower { 0..i } else { i + 1..n };
+            let start = (at.0 + i) * ld + at.1;
+            row.copy_from_slice(&a[start..start + cols]);
+            for p in others {
+                let l = a[(t.row + i) * ld + t.col + p];
+                let src = (at.0 + p) * ld + at.1;
+                axpy(&mut row, l, &a[src..src + cols]);
+            }
+            if !t.unit {
+                let d = a[(t.row + i) * ld + t.col + i];
+                for v in &mut row {
+                    *v = *v / d;
+                }
+            }
+            a[start..start + cols].copy_from_slice(&row);
+        }
+        return;
+    }
+    let h = n / 2;
+    let (first, second) = if t.lower { (0..h, h..n) } else { (h..n, 0..h) };
+    solve_left_in_place(
+        a,
+        ld,
+        t.sub(first.start, first.end),
+        (at.0 + first.start, at.1),
+        cols,
+    );
+    sub_product(
+        a,
+        ld,
+        (at.0 + second.start, at.1),
+        (second.len(), cols, first.len()),
+        Block::at(t.row + second.start, t.col + first.start),
+        Block::at(at.0 + first.start, at.1),
+    );
+    solve_left_in_place(
+        a,
+        ld,
+        t.sub(second.start, second.end),
+        (at.0 + second.start, at.1),
+        cols,
+    );
+}
+
+/// Factors columns `c0 .. c0 + w` of `a` (`m x n`, row stride `n`), rows
+/// `c0 ..`, whose earlier columns are done: pivots swap whole rows.
+fn lu_columns<T: Real>(
+    a: &mut [T],
+    m: usize,
+    n: usize,
+    c0: usize,
+    w: usize,
+    pivots: &mut [i32],
+    info: &mut i32,
+) {
+    if w <= BASE {
+        for j in c0..c0 + w {
+            let mut p = j;
+            let mut best = a[j * n + j].abs();
+            for i in j + 1..m {
+                let v = a[i * n + j].abs();
+                if v > best {
+                    p = i;
+                    best = v;
+                }
+            }
+            pivots[j] = p as i32 + 1;
+            if best == T::ZERO {
+                // LAPACK records the first zero pivot and goes on; the
+                // column below is zero, so there is nothing to eliminate.
+                if *info == 0 {
+                    *info = j as i32 + 1;
+                }
+                continue;
+            }
+            if p != j {
+                let (top, bottom) = a.split_at_mut(p * n);
+                top[j * n..j * n + n].swap_with_slice(&mut bottom[..n]);
+            }
+            let pivot = a[j * n + j];
+            let end = c0 + w;
+            for i in j + 1..m {
+                let l = a[i * n + j] / pivot;
+                a[i * n + j] = l;
+                let (src, dst) = row_pair(a, n, j, i, j + 1, end - j - 1);
+                axpy(dst, l, src);
+            }
+        }
+        return;
+    }
+    let h = w / 2;
+    lu_columns(a, m, n, c0, h, pivots, info);
+    // U12 = L11^-1 A12, then A22 -= L21 U12.
+    let t = Triangle {
+        row: c0,
+        col: c0,
+        n: h,
+        lower: true,
+        unit: true,
+    };
+    solve_left_in_place(a, n, t, (c0, c0 + h), w - h);
+    sub_product(
+        a,
+        n,
+        (c0 + h, c0 + h),
+        (m - c0 - h, w - h, h),
+        Block::at(c0 + h, c0),
+        Block::at(c0, c0 + h),
+    );
+    lu_columns(a, m, n, c0 + h, w - h, pivots, info);
+}
+
+/// Cholesky factorisation of the lower triangle of the `n x n` matrix `a`
+/// (row stride `n`), in place: `a = L L^T`. Entries above the diagonal are
+/// overwritten with scratch values. `Err(j)` names the first (0-based)
+/// leading minor that is not positive definite; the factorisation stops
+/// there with the failing diagonal value in place.
+pub(crate) fn potrf_lower<T: Real>(a: &mut [T], n: usize) -> Result<(), usize> {
+    if a.len() < n * n {
+        return Ok(());
+    }
+    cholesky(a, n, 0, n)
+}
+
+/// Factors the `w x w` block at (`c0`, `c0`) of `a` (row stride `ld`).
+fn cholesky<T: Real>(a: &mut [T], ld: usize, c0: usize, w: usize) -> Result<(), usize> {
+    if w <= BASE {
+        for j in 0..w {
+            let rj = (c0 + j) * ld + c0;
+            let d = a[rj + j] - dot(&a[rj..rj + j], &a[rj..rj + j]);
+            // Not positive, or NaN.
+            if d.partial_cmp(&T::ZERO) != Some(std::cmp::Ordering::Greater) {
+                a[rj + j] = d;
+                return Err(c0 + j);
+            }
+            let d = d.sqrt();
+            a[rj + j] = d;
+            for i in j + 1..w {
+                let ri = (c0 + i) * ld + c0;
+                let s = a[ri + j] - dot(&a[ri..ri + j], &a[rj..rj + j]);
+                a[ri + j] = s / d;
+            }
+        }
+        return Ok(());
+    }
+    let h = w / 2;
+    cholesky(a, ld, c0, h)?;
+    // L21 = A21 L11^-T: each row x of it solves L11 x^T = a^T.
+    solve_right_lower_t(a, ld, c0, h, (c0 + h, c0), w - h);
+    // A22 -= L21 L21^T, on and below the diagonal, a band of rows at a time
+    // (each band computes up to its own last column: a little above the
+    // diagonal, which is scratch).
+    const BAND: usize = 64;
+    let mut r = 0;
+    while r < w - h {
+        let rows = BAND.min(w - h - r);
+        sub_product(
+            a,
+            ld,
+            (c0 + h + r, c0 + h),
+            (rows, r + rows, h),
+            Block::at(c0 + h + r, c0),
+            Block::at(c0 + h, c0).t(),
+        );
+        r += rows;
+    }
+    cholesky(a, ld, c0 + h, w - h)
+}
+
+/// Solves `x L^T = b` in place for the `rows x n` block `b` at `at` of
+/// `a`, with `L` the lower triangle of the `n x n` block at (`c0`, `c0`)
+/// (non-unit diagonal); the blocks are disjoint.
+fn solve_right_lower_t<T: Real>(
+    a: &mut [T],
+    ld: usize,
+    c0: usize,
+    n: usize,
+    at: (usize, usize),
+    rows: usize,
+) {
+    if n == 0 || rows == 0 {
+        return;
+    }
+    if n <= BASE {
+        let mut x = vec![T::ZERO; n];
+        for r in 0..rows {
+            let start = (at.0 + r) * ld + at.1;
+            x.copy_from_slice(&a[start..start + n]);
+            for j in 0..n {
+                let lj = (c0 + j) * ld + c0;
+                let s = x[j] - dot(&x[..j], &a[lj..lj + j]);
+                x[j] = s / a[lj + j];
+            }
+            a[start..start + n].copy_from_slice(&x);
+        }
+        return;
+    }
+    let h = n / 2;
+    // [x1 x2] [L11^T L21^T; 0 L22^T] = [b1 b2].
+    solve_right_lower_t(a, ld, c0, h, at, rows);
+    sub_product(
+        a,
+        ld,
+        (at.0, at.1 + h),
+        (rows, n - h, h),
+        Block::at(at.0, at.1),
+        Block::at(c0 + h, c0).t(),
+    );
+    solve_right_lower_t(a, ld, c0 + h, n - h, (at.0, at.1 + h), rows);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matrix(m: usize, n: usize, seed: u64) -> Vec<f64> {
+        let mut s = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (0..m * n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn matmul(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for p in 0..k {
+                for j in 0..n {
+                    c[i * n + j] += a[i * k + p] * b[p * n + j];
+                }
+            }
+        }
+        c
+    }
+
+    fn max_diff(a: &[f64], b: &[f64]) -> f64 {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f64::max)
+    }
+
+    #[test]
+    fn lu_reconstructs_permuted_matrix() {
+        for &(m, n) in &[(1, 1), (5, 5), (40, 40), (70, 33), (33, 70), (100, 100)] {
+            let a = matrix(m, n, (m * 131 + n) as u64);
+            let mut lu = a.clone();
+            let k = m.min(n);
+            let mut piv = vec![0; k];
+            assert_eq!(getrf(&mut lu, m, n, &mut piv), 0);
+            let mut l = vec![0.0; m * k];
+            let mut u = vec![0.0; k * n];
+            for i in 0..m {
+                for j in 0..n {
+                    if i > j && j < k {
+                        l[i * k + j] = lu[i * n + j];
+                    } else if i < k {
+                        u[i * n + j] = lu[i * n + j];
+                    }
+                }
+                if i < k {
+                    l[i * k + i] = 1.0;
+                }
+            }
+            let mut pa = a.clone();
+            for (j, &p) in piv.iter().enumerate() {
+                let p = p as usize - 1;
+                assert!(p >= j && p < m);
+                for c in 0..n {
+                    pa.swap(j * n + c, p * n + c);
+                }
+            }
+            // Partial pivoting keeps every multiplier at most 1.
+            assert!(l.iter().all(|v| v.abs() <= 1.0));
+            let diff = max_diff(&matmul(&l, &u, m, k, n), &pa);
+            assert!(diff < 1e-12, "{m}x{n}: {diff}");
+        }
+    }
+
+    #[test]
+    fn lu_reports_the_first_zero_pivot() {
+        // Column 1 is twice column 0: the second pivot is exactly zero.
+        let mut a = vec![1.0, 2.0, 3.0, 2.0, 4.0, 1.0, 4.0, 8.0, 5.0];
+        let mut piv = vec![0; 3];
+        assert_eq!(getrf(&mut a, 3, 3, &mut piv), 2);
+        assert_eq!(piv, vec![3, 2, 3]);
+    }
+
+    #[test]
+    fn cholesky_reconstructs_and_reports_failure() {
+        for &n in &[1usize, 7, 16, 17, 64, 150] {
+            let g = matrix(n, n, n as u64);
+            let mut a = matmul(&g, &transpose(&g, n, n), n, n, n);
+            for i in 0..n {
+                a[i * n + i] += n as f64;
+            }
+            let mut l = a.clone();
+            assert_eq!(potrf_lower(&mut l, n), Ok(()));
+            for i in 0..n {
+                for j in i + 1..n {
+                    l[i * n + j] = 0.0;
+                }
+            }
+            let diff = max_diff(&matmul(&l, &transpose(&l, n, n), n, n, n), &a);
+            assert!(diff < 1e-10 * n as f64, "{n}: {diff}");
+        }
+        // An indefinite matrix: the third leading minor fails.
+        let mut a = vec![4.0, 0.0, 0.0, 0.0, 9.0, 0.0, 0.0, 0.0, -1.0];
+        assert_eq!(potrf_lower(&mut a, 3), Err(2));
+        assert_eq!(a[8], -1.0);
+    }
+
+    fn transpose(a: &[f64], m: usize, n: usize) -> Vec<f64> {
+        let mut t = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                t[j * m + i] = a[i * n + j];
+            }
+        }
+        t
+    }
+
+    #[test]
+    fn triangular_solves_invert_the_product() {
+        for &(n, cols) in &[(1usize, 1usize), (9, 3), (40, 17), (130, 5)] {
+            for lower in [true, false] {
+                for unit in [true, false] {
+                    // Small off-diagonal entries keep it well conditioned
+                    // (random unit triangles are not).
+                    let mut t: Vec<f64> = matrix(n, n, (n + cols) as u64)
+                        .iter()
+                        .map(|v| v * 2.0 / n as f64)
+                        .collect();
+                    for i in 0..n {
+                        for j in 0..n {
+                            if (lower && j > i) || (!lower && j < i) {
+                                t[i * n + j] = 0.0;
+                            }
+                        }
+                        t[i * n + i] = if unit { 1.0 } else { 2.0 + t[i * n + i] };
+                    }
+                    let x = matrix(n, cols, 7);
+                    let mut b = matmul(&t, &x, n, n, cols);
+                    let tri = Triangle {
+                        row: 0,
+                        col: 0,
+                        n,
+                        lower,
+                        unit,
+                    };
+                    let mut b2 = b.clone();
+                    solve_left(&t, n, tri, &mut b, cols, cols);
+                    assert!(max_diff(&b, &x) < 1e-10, "{n} {lower} {unit}");
+                    // The same with the triangle and rhs in one buffer.
+                    let mut both = vec![0.0; n * (n + cols)];
+                    for i in 0..n {
+                        both[i * (n + cols)..i * (n + cols) + n]
+                            .copy_from_slice(&t[i * n..i * n + n]);
+                        both[i * (n + cols) + n..(i + 1) * (n + cols)]
+                            .copy_from_slice(&b2[i * cols..(i + 1) * cols]);
+                    }
+                    solve_left_in_place(&mut both, n + cols, tri, (0, n), cols);
+                    for i in 0..n {
+                        b2[i * cols..(i + 1) * cols]
+                            .copy_from_slice(&both[i * (n + cols) + n..(i + 1) * (n + cols)]);
+                    }
+                    assert!(max_diff(&b2, &x) < 1e-10, "in place {n} {lower} {unit}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn overlapping_products_read_the_values_before() {
+        // dst overlaps lhs: computed from copies.
+        let mut x = vec![1.0, 2.0, 3.0, 4.0];
+        sub_product(
+            &mut x,
+            2,
+            (0, 0),
+            (2, 2, 2),
+            Block::at(0, 0),
+            Block::at(0, 0),
+        );
+        assert_eq!(x, vec![1.0 - 7.0, 2.0 - 10.0, 3.0 - 15.0, 4.0 - 22.0]);
+    }
+}

@@ -1,0 +1,381 @@
+//! The LAPACK custom calls JAX emits on CPU that are worth compiling, for
+//! real matrices (f32 and f64): `lapack_?potrf_ffi` (Cholesky),
+//! `lapack_?getrf_ffi` (LU with partial pivoting) and `lapack_?trsm_ffi`
+//! (triangular solves), and the `triangular-solve` instruction. They run
+//! the recursive, product-based routines of `dense.rs` in the element type,
+//! as LAPACK does; everything else (complex matrices, the other routines,
+//! malformed calls, whose errors the interpreter words) is left to the
+//! interpreter, whose contracts these follow.
+
+use oxla_hlo::ir::{TriangularSolveOptions, TriangularTranspose};
+use oxla_hlo::{
+    ArrayData, ArrayLiteral, ArrayShape, HloComputation, HloInstruction, NativeType, Opcode,
+    PrimitiveType,
+};
+use rayon::prelude::*;
+
+use super::Kernel;
+use super::dense::{self, Real, Triangle};
+use crate::buffer::Pool;
+use crate::value::Value;
+
+/// From this many multiply-adds in all, batch elements run in parallel.
+const PARALLEL_MIN_FLOPS: usize = 1 << 20;
+
+#[derive(Clone, Copy, Debug)]
+enum Routine {
+    Potrf { lower: bool },
+    Getrf,
+    Trsm(TriangularSolveOptions),
+}
+
+pub(crate) struct LapackKernel {
+    routine: Routine,
+    name: &'static str,
+    batches: usize,
+    /// The operand matrix's rows and columns.
+    m: usize,
+    n: usize,
+    /// The right-hand side's rows and columns (trsm).
+    rhs: (usize, usize),
+    /// The result's arrays: the factor (or solution) first.
+    outputs: Vec<ArrayShape>,
+    tuple: bool,
+}
+
+/// `[batch.., rows, cols]` as (batches, rows, cols).
+fn matrices(shape: &ArrayShape) -> Option<(usize, usize, usize)> {
+    let d = shape
+        .dims()
+        .iter()
+        .map(|&d| usize::try_from(d).ok())
+        .collect::<Option<Vec<_>>>()?;
+    let [batch @ .., r, c] = d.as_slice() else {
+        return None;
+    };
+    let batches = batch.iter().try_fold(1usize, |p, &d| p.checked_mul(d))?;
+    Some((batches, *r, *c))
+}
+
+fn is_int_array(shape: &ArrayShape, count: usize) -> bool {
+    shape.element_type() == PrimitiveType::S32 && shape.element_count() == Ok(count)
+}
+
+pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<LapackKernel> {
+    let operands = instr
+        .operands
+        .iter()
+        .map(|&o| comp.instruction(o).shape.as_array())
+        .collect::<Option<Vec<_>>>()?;
+    let a = *operands.first()?;
+    let ty = a.element_type();
+    if !matches!(ty, PrimitiveType::F32 | PrimitiveType::F64)
+        || operands.iter().any(|o| o.element_type() != ty)
+    {
+        return None;
+    }
+    let (routine, name) = match instr.opcode {
+        Opcode::TriangularSolve => (
+            Routine::Trsm(instr.attrs.triangular_solve?),
+            "triangular-solve",
+        ),
+        Opcode::CustomCall => {
+            let target = instr.attrs.custom_call_target.as_deref()?;
+            let routine = target.strip_prefix("lapack_")?.strip_suffix("_ffi")?;
+            let expected = if ty == PrimitiveType::F32 { "s" } else { "d" };
+            let routine = routine.strip_prefix(expected)?;
+            let config = instr.attrs.backend_config.as_deref().unwrap_or("");
+            let flag = |key: &str| oxla_interp::lapack_flag(config, key);
+            match routine {
+                "potrf" => (
+                    Routine::Potrf {
+                        lower: match flag("uplo")? {
+                            b'L' => true,
+                            b'U' => false,
+                            _ => return None,
+                        },
+                    },
+                    "lapack potrf",
+                ),
+                "getrf" => (Routine::Getrf, "lapack getrf"),
+                "trsm" => (
+                    Routine::Trsm(TriangularSolveOptions {
+                        left_side: match flag("side")? {
+                            b'L' => true,
+                            b'R' => false,
+                            _ => return None,
+                        },
+                        lower: match flag("uplo")? {
+                            b'L' => true,
+                            b'U' => false,
+                            _ => return None,
+                        },
+                        unit_diagonal: match flag("diag")? {
+                            b'U' => true,
+                            b'N' => false,
+                            _ => return None,
+                        },
+                        transpose_a: match flag("trans_x")? {
+                            b'N' => TriangularTranspose::NoTranspose,
+                            b'T' => TriangularTranspose::Transpose,
+                            b'C' => TriangularTranspose::Adjoint,
+                            _ => return None,
+                        },
+                    }),
+                    "lapack trsm",
+                ),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    let (batches, m, n) = matrices(a)?;
+    let outputs: Vec<ArrayShape> = instr.shape.leaves().into_iter().cloned().collect();
+    let tuple = instr.shape.tuple_shapes().is_some();
+    let same_dims = |s: &ArrayShape, like: &ArrayShape| {
+        s.element_type() == like.element_type() && s.dims() == like.dims()
+    };
+    let mut rhs = (0, 0);
+    let fits = match routine {
+        Routine::Potrf { .. } => {
+            operands.len() == 1
+                && m == n
+                && tuple
+                && matches!(outputs.as_slice(), [f, info]
+                    if same_dims(f, a) && is_int_array(info, batches))
+        }
+        Routine::Getrf => {
+            operands.len() == 1
+                && tuple
+                && matches!(outputs.as_slice(), [f, ipiv, info]
+                    if same_dims(f, a)
+                        && is_int_array(ipiv, batches * m.min(n))
+                        && is_int_array(info, batches))
+        }
+        Routine::Trsm(opts) => {
+            let b = operands.get(1)?;
+            let (b_batches, rows, cols) = matrices(b)?;
+            rhs = (rows, cols);
+            let solved = if opts.left_side { rows } else { cols };
+            operands.len() == 2
+                && m == n
+                && b_batches == batches
+                && a.dims()[..a.dims().len() - 2] == b.dims()[..b.dims().len() - 2]
+                && solved == m
+                && !tuple
+                && matches!(outputs.as_slice(), [x] if same_dims(x, b))
+        }
+    };
+    fits.then_some(LapackKernel {
+        routine,
+        name,
+        batches,
+        m,
+        n,
+        rhs,
+        outputs,
+        tuple,
+    })
+}
+
+impl LapackKernel {
+    /// Runs on the matrices of `a` (and `b`): the arrays of the result.
+    fn compute<T: Real + NativeType>(
+        &self,
+        a: &[T],
+        b: Option<&[T]>,
+        pool: &Pool,
+    ) -> Result<Vec<ArrayData>, String> {
+        let (batches, m, n) = (self.batches, self.m, self.n);
+        let size = m * n;
+        if a.len() != batches * size {
+            return Err(format!("{}: operand of the wrong size", self.name));
+        }
+        let parallel = batches > 1 && batches * size * m.min(n) >= PARALLEL_MIN_FLOPS;
+        match self.routine {
+            Routine::Getrf => {
+                let k = m.min(n);
+                let mut lu = pool.take::<T>(a.len());
+                lu.copy_from_slice(a);
+                let mut pivots = vec![0i32; batches * k];
+                let mut info = vec![0i32; batches];
+                let one = |((x, p), s): ((&mut [T], &mut [i32]), &mut i32)| {
+                    *s = dense::getrf(x, m, n, p);
+                };
+                if size > 0 && k > 0 {
+                    let work = lu
+                        .chunks_mut(size)
+                        .zip(pivots.chunks_mut(k))
+                        .zip(info.iter_mut());
+                    if parallel {
+                        work.collect::<Vec<_>>().into_par_iter().for_each(one);
+                    } else {
+                        work.for_each(one);
+                    }
+                }
+                Ok(vec![
+                    T::wrap(lu),
+                    ArrayData::S32(pivots),
+                    ArrayData::S32(info),
+                ])
+            }
+            Routine::Potrf { lower } => {
+                let mut factor = pool.take::<T>(a.len());
+                factor.copy_from_slice(a);
+                let mut info = vec![0i32; batches];
+                let one = |(x, s): (&mut [T], &mut i32)| {
+                    *s = cholesky(x, n, lower);
+                };
+                if size > 0 {
+                    let work = factor.chunks_mut(size).zip(info.iter_mut());
+                    if parallel {
+                        work.collect::<Vec<_>>().into_par_iter().for_each(one);
+                    } else {
+                        work.for_each(one);
+                    }
+                }
+                Ok(vec![T::wrap(factor), ArrayData::S32(info)])
+            }
+            Routine::Trsm(opts) => {
+                let b = b.ok_or_else(|| format!("{} reads a right-hand side", self.name))?;
+                let (rows, cols) = self.rhs;
+                let bsize = rows * cols;
+                if b.len() != batches * bsize {
+                    return Err(format!("{}: right-hand side of the wrong size", self.name));
+                }
+                let mut x = pool.take::<T>(b.len());
+                x.copy_from_slice(b);
+                if size > 0 && bsize > 0 {
+                    let one = |(t, x): (&[T], &mut [T])| trsm(t, x, n, rows, cols, &opts);
+                    let work = a.chunks(size).zip(x.chunks_mut(bsize));
+                    if batches > 1 && batches * size * rows.max(cols) >= PARALLEL_MIN_FLOPS {
+                        work.collect::<Vec<_>>().into_par_iter().for_each(one);
+                    } else {
+                        work.for_each(one);
+                    }
+                }
+                Ok(vec![T::wrap(x)])
+            }
+        }
+    }
+}
+
+/// LAPACK's `potrf` on one `n x n` matrix, in place: the selected triangle
+/// becomes the factor (`a = L L^T` or `U^T U`), the other keeps its values.
+/// Returns `info`: 0, or the 1-based order of the first leading minor that
+/// is not positive definite.
+fn cholesky<T: Real>(x: &mut [T], n: usize, lower: bool) -> i32 {
+    // Factor a copy (its lower triangle: the operand's, or for `U` the
+    // transpose of its upper one), then copy the factor's triangle back.
+    let mut work = vec![T::ZERO; n * n];
+    for i in 0..n {
+        for j in 0..=i {
+            work[i * n + j] = if lower { x[i * n + j] } else { x[j * n + i] };
+        }
+    }
+    let info = match dense::potrf_lower(&mut work, n) {
+        Ok(()) => 0,
+        Err(j) => j as i32 + 1,
+    };
+    for i in 0..n {
+        for j in 0..=i {
+            let v = work[i * n + j];
+            if lower {
+                x[i * n + j] = v;
+            } else {
+                x[j * n + i] = v;
+            }
+        }
+    }
+    info
+}
+
+/// Solves `op(t) x = b` (left side) or `x op(t) = b` (right side) in place
+/// of the `rows x cols` matrix `b`, `t` being `n x n`. Every case becomes a
+/// left-side solve with a triangle read as stored: the transposed cases
+/// solve with a transposed copy of `t`, the right-side ones transpose `b`
+/// (`x op(t) = b` is `op(t)^T x^T = b^T`). For real matrices the adjoint
+/// is the transpose.
+fn trsm<T: Real>(
+    t: &[T],
+    b: &mut [T],
+    n: usize,
+    rows: usize,
+    cols: usize,
+    opts: &TriangularSolveOptions,
+) {
+    let transposed = opts.transpose_a != TriangularTranspose::NoTranspose;
+    // The triangle to solve with, as a left-side solve: op(t) on the left,
+    // op(t)^T on the right.
+    let flip = transposed == opts.left_side;
+    let owned;
+    let tri: &[T] = if flip {
+        let mut tt = vec![T::ZERO; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                tt[j * n + i] = t[i * n + j];
+            }
+        }
+        owned = tt;
+        &owned
+    } else {
+        t
+    };
+    let triangle = Triangle {
+        row: 0,
+        col: 0,
+        n,
+        lower: opts.lower != flip,
+        unit: opts.unit_diagonal,
+    };
+    if opts.left_side {
+        dense::solve_left(tri, n, triangle, b, cols, cols);
+    } else {
+        let mut bt = vec![T::ZERO; rows * cols];
+        for i in 0..rows {
+            for j in 0..cols {
+                bt[j * rows + i] = b[i * cols + j];
+            }
+        }
+        dense::solve_left(tri, n, triangle, &mut bt, rows, rows);
+        for i in 0..rows {
+            for j in 0..cols {
+                b[i * cols + j] = bt[j * rows + i];
+            }
+        }
+    }
+}
+
+impl Kernel for LapackKernel {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
+        let a = inputs
+            .first()
+            .and_then(Value::array)
+            .ok_or_else(|| format!("{} reads an array", self.name))?;
+        let b = inputs.get(1).and_then(Value::array);
+        let arrays = match (a.data(), b.map(ArrayLiteral::data)) {
+            (ArrayData::F32(a), None) => self.compute::<f32>(a, None, pool)?,
+            (ArrayData::F32(a), Some(ArrayData::F32(b))) => self.compute(a, Some(b), pool)?,
+            (ArrayData::F64(a), None) => self.compute::<f64>(a, None, pool)?,
+            (ArrayData::F64(a), Some(ArrayData::F64(b))) => self.compute(a, Some(b), pool)?,
+            _ => return Err(format!("{} reads f32 or f64 matrices", self.name)),
+        };
+        let mut values = Vec::with_capacity(arrays.len());
+        for (shape, data) in self.outputs.iter().zip(arrays) {
+            let array = ArrayLiteral::new(shape.clone(), data).map_err(|e| e.to_string())?;
+            values.push(Value::owned(array));
+        }
+        match (self.tuple, values.pop()) {
+            (false, Some(x)) if values.is_empty() => Ok(x),
+            (true, Some(last)) => {
+                values.push(last);
+                Ok(Value::Tuple(values.into()))
+            }
+            _ => Err(format!("{} made the wrong number of results", self.name)),
+        }
+    }
+}
