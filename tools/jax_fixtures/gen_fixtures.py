@@ -1743,6 +1743,17 @@ def lapack_cases():
                 x, y, left_side=left, lower=lower, transpose_a=trans > 0,
                 unit_diagonal=unit))(left, lower, trans, unit)
             cs.append(case(name, fn, [tri, b], "trsm", tol=tol[dt], hlo_ops=(), may_custom_call=True))
+    # QR and eigh with more columns than one panel (32) of the CPU backend's
+    # blocked Householder routines.
+    for i, dt in enumerate((F32, F64)):
+        t = XLA_NAME[dt]
+        cs.append(case(f"lapack_blocked_qr_{t}",
+                       lambda x, y: (jnp.linalg.qr(x), jnp.linalg.qr(y, mode="complete")),
+                       [general(dt, (70, 40), 590 + 10 * i), general(dt, (36, 50), 591 + 10 * i)],
+                       "geqrf", tol=tol[dt], hlo_ops=(), may_custom_call=True))
+        m = general(dt, (48, 48), 592 + 10 * i)
+        cs.append(case(f"lapack_blocked_eigh_{t}", eigh_invariants, [((m + m.T) / 2).astype(dt)],
+                       "syevd", tol=tol[dt], hlo_ops=(), may_custom_call=True))
     not_pd = np.array([[[1, 2], [2, 1]], [[4, 2], [2, 5]]], F32)
     cs.append(case("lapack_cholesky_not_pd_f32", jnp.linalg.cholesky, [not_pd], "potrf",
                    tol=tol[F32], hlo_ops=(), may_custom_call=True))

@@ -32,13 +32,30 @@ pub(crate) trait Real:
 {
     const ZERO: Self;
     const ONE: Self;
+    const EPSILON: Self;
     fn abs(self) -> Self;
     fn sqrt(self) -> Self;
+    fn to_f64(self) -> f64;
+    fn from_f64(v: f64) -> Self;
+    /// `sqrt(a^2 + b^2)` without overflow or underflow in between.
+    fn hypot(a: Self, b: Self) -> Self;
 }
 
 impl Real for f32 {
     const ZERO: f32 = 0.0;
     const ONE: f32 = 1.0;
+    const EPSILON: f32 = f32::EPSILON;
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn from_f64(v: f64) -> f32 {
+        v as f32
+    }
+    fn hypot(a: f32, b: f32) -> f32 {
+        // Exact enough in f64, whose range holds the squares.
+        let (a, b) = (a as f64, b as f64);
+        (a * a + b * b).sqrt() as f32
+    }
     fn abs(self) -> f32 {
         f32::abs(self)
     }
@@ -50,6 +67,22 @@ impl Real for f32 {
 impl Real for f64 {
     const ZERO: f64 = 0.0;
     const ONE: f64 = 1.0;
+    const EPSILON: f64 = f64::EPSILON;
+    fn to_f64(self) -> f64 {
+        self
+    }
+    fn from_f64(v: f64) -> f64 {
+        v
+    }
+    fn hypot(a: f64, b: f64) -> f64 {
+        let (a, b) = (a.abs(), b.abs());
+        let (big, small) = if a >= b { (a, b) } else { (b, a) };
+        if big == 0.0 || big.is_infinite() || small.is_nan() {
+            return big + small;
+        }
+        let r = small / big;
+        big * (1.0 + r * r).sqrt()
+    }
     fn abs(self) -> f64 {
         f64::abs(self)
     }
@@ -341,6 +374,111 @@ pub(crate) fn solve_left<T: Real>(
         ldb,
         cols,
     );
+}
+
+/// A matrix operand read from a slice: element `(i, j)` is at
+/// `offset + i * rs + j * cs`.
+#[derive(Clone, Copy)]
+pub(crate) struct Operand<'a, T> {
+    pub data: &'a [T],
+    pub offset: usize,
+    pub rs: usize,
+    pub cs: usize,
+}
+
+impl<'a, T: Copy + Default> Operand<'a, T> {
+    /// The `rows x cols` matrix at `offset` of a row-major buffer with row
+    /// stride `ld`.
+    pub(crate) fn rows(data: &'a [T], ld: usize, offset: usize) -> Operand<'a, T> {
+        Operand {
+            data,
+            offset,
+            rs: ld,
+            cs: 1,
+        }
+    }
+
+    /// The same matrix read transposed.
+    pub(crate) fn t(self) -> Operand<'a, T> {
+        Operand {
+            rs: self.cs,
+            cs: self.rs,
+            ..self
+        }
+    }
+
+    fn covers(&self, r: usize, c: usize) -> bool {
+        r == 0 || c == 0 || self.offset + (r - 1) * self.rs + (c - 1) * self.cs < self.data.len()
+    }
+
+    fn get(&self, i: usize, j: usize) -> T {
+        self.data
+            .get(self.offset + i * self.rs + j * self.cs)
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
+/// `dst = lhs * rhs`, or `dst -= lhs * rhs` with `subtract`: `dst` is the
+/// `m x n` block at `at` of a row-major buffer with row stride `ld`, `lhs`
+/// is `m x k` and `rhs` `k x n`.
+pub(crate) fn product<T: Real>(
+    dst: &mut [T],
+    ld: usize,
+    at: usize,
+    (m, n, k): (usize, usize, usize),
+    lhs: Operand<T>,
+    rhs: Operand<T>,
+    subtract: bool,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let fits = n <= ld && at + (m - 1) * ld + n <= dst.len();
+    if k == 0 || !fits || !lhs.covers(m, k) || !rhs.covers(k, n) {
+        // An empty sum, or blocks that do not fit (never by construction):
+        // element by element, writing only what is inside `dst`.
+        for i in 0..m {
+            for j in 0..n {
+                let s = (0..k).fold(T::ZERO, |s, p| s + lhs.get(i, p) * rhs.get(p, j));
+                if let Some(d) = dst.get_mut(at + i * ld + j) {
+                    *d = if subtract { *d - s } else { s };
+                }
+            }
+        }
+        return;
+    }
+    let parallelism = if m * n * k >= PARALLEL_MIN_FLOPS {
+        gemm::Parallelism::Rayon(rayon::current_num_threads())
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: the destination block and both operands lie inside their
+    // slices (checked above); `dst` is borrowed mutably and the operands
+    // shared, so they are different buffers.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr().add(at),
+            1,
+            ld as isize,
+            subtract,
+            lhs.data.as_ptr().add(lhs.offset),
+            lhs.cs as isize,
+            lhs.rs as isize,
+            rhs.data.as_ptr().add(rhs.offset),
+            rhs.cs as isize,
+            rhs.rs as isize,
+            T::ONE,
+            if subtract { -T::ONE } else { T::ONE },
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
 }
 
 /// `b[dst] -= c * b[src]`, with `c` a separate `m x k` row-major matrix

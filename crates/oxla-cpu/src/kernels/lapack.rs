@@ -1,11 +1,13 @@
-//! The LAPACK custom calls JAX emits on CPU that are worth compiling, for
-//! real matrices (f32 and f64): `lapack_?potrf_ffi` (Cholesky),
-//! `lapack_?getrf_ffi` (LU with partial pivoting) and `lapack_?trsm_ffi`
-//! (triangular solves), and the `triangular-solve` instruction. They run
-//! the recursive, product-based routines of `dense.rs` in the element type,
-//! as LAPACK does; everything else (complex matrices, the other routines,
-//! malformed calls, whose errors the interpreter words) is left to the
-//! interpreter, whose contracts these follow.
+//! The LAPACK custom calls JAX emits on CPU, natively for real matrices
+//! (f32 and f64): `lapack_?potrf_ffi` (Cholesky), `lapack_?getrf_ffi` (LU
+//! with partial pivoting) and `lapack_?trsm_ffi` (triangular solves), and
+//! the `triangular-solve` instruction, by the recursive, product-based
+//! routines of `dense.rs`; `lapack_?geqrf_ffi`, `lapack_?orgqr_ffi` (QR)
+//! and `lapack_?syevd_ffi` (symmetric eigenproblem) by the blocked
+//! Householder routines of `orthogonal.rs`. They compute in the element
+//! type, as LAPACK does. Everything else (complex matrices, the other
+//! routines, malformed calls, whose errors the interpreter words) is left
+//! to the interpreter, whose contracts these follow.
 
 use oxla_hlo::ir::{TriangularSolveOptions, TriangularTranspose};
 use oxla_hlo::{
@@ -16,6 +18,7 @@ use rayon::prelude::*;
 
 use super::Kernel;
 use super::dense::{self, Real, Triangle};
+use super::orthogonal;
 use crate::buffer::Pool;
 use crate::value::Value;
 
@@ -27,6 +30,9 @@ enum Routine {
     Potrf { lower: bool },
     Getrf,
     Trsm(TriangularSolveOptions),
+    Geqrf,
+    Orgqr,
+    Syevd { lower: bool },
 }
 
 pub(crate) struct LapackKernel {
@@ -36,7 +42,8 @@ pub(crate) struct LapackKernel {
     /// The operand matrix's rows and columns.
     m: usize,
     n: usize,
-    /// The right-hand side's rows and columns (trsm).
+    /// The right-hand side's rows and columns (trsm); the number of
+    /// reflectors in `(k, 0)` (orgqr).
     rhs: (usize, usize),
     /// The result's arrays: the factor (or solution) first.
     outputs: Vec<ArrayShape>,
@@ -98,6 +105,23 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<Lapa
                     "lapack potrf",
                 ),
                 "getrf" => (Routine::Getrf, "lapack getrf"),
+                "geqrf" => (Routine::Geqrf, "lapack geqrf"),
+                "orgqr" => (Routine::Orgqr, "lapack orgqr"),
+                "syevd" => {
+                    if !matches!(flag("mode"), None | Some(b'V' | b'N')) {
+                        return None;
+                    }
+                    (
+                        Routine::Syevd {
+                            lower: match flag("uplo")? {
+                                b'L' => true,
+                                b'U' => false,
+                                _ => return None,
+                            },
+                        },
+                        "lapack syevd",
+                    )
+                }
                 "trsm" => (
                     Routine::Trsm(TriangularSolveOptions {
                         left_side: match flag("side")? {
@@ -150,6 +174,35 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<Lapa
                 && matches!(outputs.as_slice(), [f, ipiv, info]
                     if same_dims(f, a)
                         && is_int_array(ipiv, batches * m.min(n))
+                        && is_int_array(info, batches))
+        }
+        Routine::Geqrf => {
+            operands.len() == 1
+                && tuple
+                && matches!(outputs.as_slice(), [f, tau]
+                    if same_dims(f, a)
+                        && tau.element_type() == ty
+                        && tau.element_count() == Ok(batches * m.min(n)))
+        }
+        Routine::Orgqr => {
+            let tau = operands.get(1)?;
+            let k = usize::try_from(*tau.dims().last()?).ok()?;
+            rhs = (k, 0);
+            operands.len() == 2
+                && m >= n
+                && n >= k
+                && tau.element_count() == Ok(batches * k)
+                && !tuple
+                && matches!(outputs.as_slice(), [q] if same_dims(q, a))
+        }
+        Routine::Syevd { .. } => {
+            operands.len() == 1
+                && m == n
+                && tuple
+                && matches!(outputs.as_slice(), [v, w, info]
+                    if same_dims(v, a)
+                        && w.element_type() == ty
+                        && w.element_count() == Ok(batches * n)
                         && is_int_array(info, batches))
         }
         Routine::Trsm(opts) => {
@@ -235,6 +288,69 @@ impl LapackKernel {
                     }
                 }
                 Ok(vec![T::wrap(factor), ArrayData::S32(info)])
+            }
+            Routine::Geqrf => {
+                let k = m.min(n);
+                let mut qr = pool.take::<T>(a.len());
+                qr.copy_from_slice(a);
+                let mut tau = vec![T::ZERO; batches * k];
+                let one = |(x, t): (&mut [T], &mut [T])| orthogonal::geqrf(x, m, n, t);
+                if size > 0 && k > 0 {
+                    let work = qr.chunks_mut(size).zip(tau.chunks_mut(k));
+                    if parallel {
+                        work.collect::<Vec<_>>().into_par_iter().for_each(one);
+                    } else {
+                        work.for_each(one);
+                    }
+                }
+                Ok(vec![T::wrap(qr), T::wrap(tau)])
+            }
+            Routine::Orgqr => {
+                let tau = b.ok_or_else(|| format!("{} reads tau", self.name))?;
+                let k = self.rhs.0;
+                if tau.len() != batches * k {
+                    return Err(format!("{}: tau of the wrong size", self.name));
+                }
+                let mut q = pool.take::<T>(a.len());
+                let one = |((x, t), out): ((&[T], &[T]), &mut [T])| {
+                    out.copy_from_slice(&orthogonal::orgqr(x, n, t, m, n, k));
+                };
+                if size > 0 {
+                    // Each batch element's tau (empty when there are no reflectors).
+                    let taus = (0..batches).map(|b| &tau[b * k..(b + 1) * k]);
+                    let work = a.chunks(size).zip(taus).zip(q.chunks_mut(size));
+                    if parallel {
+                        work.collect::<Vec<_>>().into_par_iter().for_each(one);
+                    } else {
+                        work.for_each(one);
+                    }
+                }
+                Ok(vec![T::wrap(q)])
+            }
+            Routine::Syevd { lower } => {
+                let mut vectors = pool.take::<T>(a.len());
+                vectors.copy_from_slice(a);
+                let mut values = vec![T::ZERO; batches * n];
+                let mut info = vec![0i32; batches];
+                let one = |((x, w), s): ((&mut [T], &mut [T]), &mut i32)| {
+                    *s = i32::from(!orthogonal::syevd(x, n, lower, w));
+                };
+                if size > 0 {
+                    let work = vectors
+                        .chunks_mut(size)
+                        .zip(values.chunks_mut(n))
+                        .zip(info.iter_mut());
+                    if parallel {
+                        work.collect::<Vec<_>>().into_par_iter().for_each(one);
+                    } else {
+                        work.for_each(one);
+                    }
+                }
+                Ok(vec![
+                    T::wrap(vectors),
+                    T::wrap(values),
+                    ArrayData::S32(info),
+                ])
             }
             Routine::Trsm(opts) => {
                 let b = b.ok_or_else(|| format!("{} reads a right-hand side", self.name))?;
