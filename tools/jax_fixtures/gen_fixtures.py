@@ -1751,6 +1751,10 @@ def lapack_cases():
                        lambda x, y: (jnp.linalg.qr(x), jnp.linalg.qr(y, mode="complete")),
                        [general(dt, (70, 40), 590 + 10 * i), general(dt, (36, 50), 591 + 10 * i)],
                        "geqrf", tol=tol[dt], hlo_ops=(), may_custom_call=True))
+        cs.append(case(f"lapack_blocked_svd_{t}",
+                       lambda x, y: (svd_invariants(x, True), svd_invariants(y, False)),
+                       [general(dt, (50, 40), 593 + 10 * i), general(dt, (36, 45), 594 + 10 * i)],
+                       "gesdd", tol=tol[dt], hlo_ops=(), may_custom_call=True))
         m = general(dt, (48, 48), 592 + 10 * i)
         cs.append(case(f"lapack_blocked_eigh_{t}", eigh_invariants, [((m + m.T) / 2).astype(dt)],
                        "syevd", tol=tol[dt], hlo_ops=(), may_custom_call=True))

@@ -29,7 +29,7 @@ fn jax_fixtures_on_cpu() {
         &jax_fixtures(env!("CARGO_MANIFEST_DIR")),
         "",
         &cpu(EvalOptions::default()),
-        607,
+        609,
     );
 }
 
@@ -40,7 +40,7 @@ fn jax_fixtures_on_cpu_flushing_denormals() {
         &jax_fixtures(env!("CARGO_MANIFEST_DIR")),
         "",
         &cpu(options),
-        617,
+        619,
     );
 }
 

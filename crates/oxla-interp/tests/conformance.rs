@@ -30,7 +30,7 @@ fn stablehlo_interpret_corpus() {
 
 #[test]
 fn jax_fixture_corpus() {
-    check_corpus(&jax_fixtures(DIR), "", &interp(EvalOptions::default()), 607);
+    check_corpus(&jax_fixtures(DIR), "", &interp(EvalOptions::default()), 609);
 }
 
 /// XLA:CPU flushes denormals; with `flush_denormals` the interpreter matches
@@ -39,7 +39,7 @@ fn jax_fixture_corpus() {
 fn jax_denormal_fixtures_with_flushing() {
     let options = EvalOptions::default().flush_denormals(true);
     check_corpus(&jax_fixtures(DIR), "ftz_", &interp(options.clone()), 12);
-    check_corpus(&jax_fixtures(DIR), "", &interp(options), 617);
+    check_corpus(&jax_fixtures(DIR), "", &interp(options), 619);
 }
 
 /// Every corpus module evaluated on random bit patterns (NaNs, huge and

@@ -43,7 +43,7 @@ fn jax_fixtures_after_passes() {
         &jax_fixtures(env!("CARGO_MANIFEST_DIR")),
         "",
         &optimized_interpreter(EvalOptions::default()),
-        607,
+        609,
     );
 }
 
@@ -54,6 +54,6 @@ fn jax_fixtures_after_passes_flushing_denormals() {
         &jax_fixtures(env!("CARGO_MANIFEST_DIR")),
         "",
         &optimized_interpreter(options),
-        617,
+        619,
     );
 }

@@ -252,9 +252,9 @@ fn axpy<T: Real>(dst: &mut [T], l: T, src: &[T]) {
     }
 }
 
-/// `a . b`.
-#[inline]
-fn dot<T: Real>(a: &[T], b: &[T]) -> T {
+/// `a . b`, in eight interleaved partial sums (which vectorise).
+#[inline(always)]
+pub(crate) fn dot<T: Real>(a: &[T], b: &[T]) -> T {
     const LANES: usize = 8;
     let mut acc = [T::ZERO; LANES];
     let mut ac = a.chunks_exact(LANES);

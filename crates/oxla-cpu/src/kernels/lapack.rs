@@ -4,7 +4,8 @@
 //! the `triangular-solve` instruction, by the recursive, product-based
 //! routines of `dense.rs`; `lapack_?geqrf_ffi`, `lapack_?orgqr_ffi` (QR)
 //! and `lapack_?syevd_ffi` (symmetric eigenproblem) by the blocked
-//! Householder routines of `orthogonal.rs`. They compute in the element
+//! Householder routines of `orthogonal.rs`; `lapack_?gesdd_ffi` (SVD) by
+//! Golub and Reinsch's method in `svd.rs`. They compute in the element
 //! type, as LAPACK does. Everything else (complex matrices, the other
 //! routines, malformed calls, whose errors the interpreter words) is left
 //! to the interpreter, whose contracts these follow.
@@ -19,6 +20,7 @@ use rayon::prelude::*;
 use super::Kernel;
 use super::dense::{self, Real, Triangle};
 use super::orthogonal;
+use super::svd;
 use crate::buffer::Pool;
 use crate::value::Value;
 
@@ -27,12 +29,20 @@ const PARALLEL_MIN_FLOPS: usize = 1 << 20;
 
 #[derive(Clone, Copy, Debug)]
 enum Routine {
-    Potrf { lower: bool },
+    Potrf {
+        lower: bool,
+    },
     Getrf,
     Trsm(TriangularSolveOptions),
     Geqrf,
     Orgqr,
-    Syevd { lower: bool },
+    Syevd {
+        lower: bool,
+    },
+    /// With `full`, `U` is `m x m` and `V^T` `n x n`.
+    Gesdd {
+        full: bool,
+    },
 }
 
 pub(crate) struct LapackKernel {
@@ -106,6 +116,24 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<Lapa
                 ),
                 "getrf" => (Routine::Getrf, "lapack getrf"),
                 "geqrf" => (Routine::Geqrf, "lapack geqrf"),
+                "gesdd" => {
+                    // Mode N (values only) declares vectors all the same:
+                    // full ones, as JAX writes it; they are computed.
+                    let u_cols = instr
+                        .shape
+                        .tuple_shapes()
+                        .and_then(|t| t.get(2))
+                        .and_then(|u| u.as_array())
+                        .and_then(|u| u.dims().last().copied());
+                    let rows = a.dims().iter().rev().nth(1).copied();
+                    let full = match flag("mode")? {
+                        b'A' => true,
+                        b'S' => false,
+                        b'N' => u_cols.is_some() && u_cols == rows,
+                        _ => return None,
+                    };
+                    (Routine::Gesdd { full }, "lapack gesdd")
+                }
                 "orgqr" => (Routine::Orgqr, "lapack orgqr"),
                 "syevd" => {
                     if !matches!(flag("mode"), None | Some(b'V' | b'N')) {
@@ -203,6 +231,22 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<Lapa
                     if same_dims(v, a)
                         && w.element_type() == ty
                         && w.element_count() == Ok(batches * n)
+                        && is_int_array(info, batches))
+        }
+        Routine::Gesdd { full } => {
+            let k = m.min(n);
+            let (u_cols, vt_rows) = if full { (m, n) } else { (k, k) };
+            let matrix = |s: &ArrayShape, r: usize, c: usize| {
+                s.element_type() == ty && matrices(s) == Some((batches, r, c))
+            };
+            operands.len() == 1
+                && tuple
+                && matches!(outputs.as_slice(), [f, sv, u, vt, info]
+                    if same_dims(f, a)
+                        && sv.element_type() == ty
+                        && sv.element_count() == Ok(batches * k)
+                        && matrix(u, m, u_cols)
+                        && matrix(vt, vt_rows, n)
                         && is_int_array(info, batches))
         }
         Routine::Trsm(opts) => {
@@ -349,6 +393,59 @@ impl LapackKernel {
                 Ok(vec![
                     T::wrap(vectors),
                     T::wrap(values),
+                    ArrayData::S32(info),
+                ])
+            }
+            Routine::Gesdd { full } => {
+                let k = m.min(n);
+                let (u_cols, vt_rows) = if full { (m, n) } else { (k, k) };
+                let mut copy = pool.take::<T>(a.len());
+                copy.copy_from_slice(a);
+                let mut s = vec![T::ZERO; batches * k];
+                let mut u = vec![T::ZERO; batches * m * u_cols];
+                let mut vt = vec![T::ZERO; batches * vt_rows * n];
+                let mut info = vec![0i32; batches];
+                let one = |(((x, sv), (u, vt)), status): (
+                    ((&[T], &mut [T]), (&mut [T], &mut [T])),
+                    &mut i32,
+                )| {
+                    let f = svd::gesdd(x, m, n, full);
+                    sv.copy_from_slice(&f.s);
+                    u.copy_from_slice(&f.u);
+                    vt.copy_from_slice(&f.vt);
+                    *status = i32::from(!f.converged);
+                };
+                if batches > 0 {
+                    // Every part of a batch element, even an empty one.
+                    fn parts<T>(v: &mut [T], len: usize, batches: usize) -> Vec<&mut [T]> {
+                        if len == 0 {
+                            (0..batches).map(|_| &mut [][..]).collect()
+                        } else {
+                            v.chunks_mut(len).collect()
+                        }
+                    }
+                    let inputs: Vec<&[T]> =
+                        (0..batches).map(|b| &a[b * size..(b + 1) * size]).collect();
+                    let work = inputs
+                        .into_iter()
+                        .zip(parts(&mut s, k, batches))
+                        .zip(parts(&mut u, m * u_cols, batches).into_iter().zip(parts(
+                            &mut vt,
+                            vt_rows * n,
+                            batches,
+                        )))
+                        .zip(info.iter_mut());
+                    if parallel {
+                        work.collect::<Vec<_>>().into_par_iter().for_each(one);
+                    } else {
+                        work.for_each(one);
+                    }
+                }
+                Ok(vec![
+                    T::wrap(copy),
+                    T::wrap(s),
+                    T::wrap(u),
+                    T::wrap(vt),
                     ArrayData::S32(info),
                 ])
             }

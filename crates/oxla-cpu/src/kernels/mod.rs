@@ -61,6 +61,7 @@ pub(crate) mod reduce;
 pub(crate) mod slices;
 pub(crate) mod sort;
 pub(crate) mod stream;
+pub(crate) mod svd;
 pub(crate) mod tiled;
 pub(crate) mod topk;
 pub(crate) mod typed;

@@ -9,7 +9,7 @@
 //! same blocked `orgqr`, and diagonalises the tridiagonal matrix by
 //! implicit QL iterations with Wilkinson shifts, rotating eigenvector rows.
 
-use super::dense::{Operand, Real, product};
+use super::dense::{Operand, Real, dot, product};
 
 /// Columns per panel of the blocked QR.
 const PANEL: usize = 32;
@@ -21,7 +21,7 @@ const MAX_ITERATIONS: usize = 30;
 /// `v = (1, x')` and `H (alpha, x) = (beta, 0)`. `x` becomes `x'`; returns
 /// `(tau, beta)`, `tau = 0` (and `beta = alpha`) when `x` is zero.
 #[inline(always)]
-fn reflector<T: Real>(alpha: T, x: &mut [T]) -> (T, T) {
+pub(crate) fn reflector<T: Real>(alpha: T, x: &mut [T]) -> (T, T) {
     // The norm in f64, so that squares of large f32 values cannot overflow.
     let xnorm = x
         .iter()
@@ -350,21 +350,6 @@ fn syevd_body<T: Real, const WIDE: bool>(
             a[i * n + j] = zt[j * n + i];
         }
     }
-}
-
-#[inline(always)]
-fn dot<T: Real>(a: &[T], b: &[T]) -> T {
-    const LANES: usize = 8;
-    let mut acc = [T::ZERO; LANES];
-    let (ac, bc) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let (ar, br) = (ac.remainder(), bc.remainder());
-    for (x, y) in ac.zip(bc) {
-        for l in 0..LANES {
-            acc[l] = acc[l] + x[l] * y[l];
-        }
-    }
-    let tail = ar.iter().zip(br).fold(T::ZERO, |s, (&x, &y)| s + x * y);
-    acc.iter().fold(T::ZERO, |s, &v| s + v) + tail
 }
 
 /// Implicit QL with Wilkinson shifts on the symmetric tridiagonal matrix

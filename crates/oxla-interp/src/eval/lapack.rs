@@ -992,42 +992,69 @@ fn column_rotate<T: Field>(
 }
 
 /// Fills the columns of the `rows x cols` matrix `q` (`cols <= rows`) not
-/// yet `filled` so that all are orthonormal: unit vectors orthogonalised
-/// (twice) against the columns so far, in order, the first that keep over
-/// half their length.
+/// yet `filled` so that all are orthonormal: each time the unit vector
+/// farthest from the span of the columns so far, orthogonalised (twice)
+/// against them. Its residual has squared length `1 - sum_d |q[i, d]|^2`,
+/// which sums to the number of missing columns over the `rows` unit
+/// vectors, so the farthest keeps at least `1 / rows` of it.
 fn complete_basis<T: Field>(q: &mut [T], rows: usize, cols: usize, filled: &mut [bool]) {
-    let mut candidate = 0;
     for c in 0..cols {
         if filled[c] {
             continue;
         }
-        while candidate < rows {
-            let mut x = vec![T::ZERO; rows];
-            x[candidate] = T::ONE;
-            candidate += 1;
-            for _ in 0..2 {
-                for d in (0..cols).filter(|&d| filled[d]) {
-                    let dot = (0..rows).fold(T::ZERO, |acc, i| acc + q[i * cols + d].conj() * x[i]);
-                    for (i, xi) in x.iter_mut().enumerate() {
-                        *xi = *xi - q[i * cols + d] * dot;
-                    }
+        let done: Vec<usize> = (0..cols).filter(|&d| filled[d]).collect();
+        let residual = |i: usize| 1.0 - done.iter().map(|&d| q[i * cols + d].abs2()).sum::<f64>();
+        let Some(best) = (0..rows).max_by(|&a, &b| residual(a).total_cmp(&residual(b))) else {
+            return;
+        };
+        let mut x = vec![T::ZERO; rows];
+        x[best] = T::ONE;
+        for _ in 0..2 {
+            for &d in &done {
+                let dot = (0..rows).fold(T::ZERO, |acc, i| acc + q[i * cols + d].conj() * x[i]);
+                for (i, xi) in x.iter_mut().enumerate() {
+                    *xi = *xi - q[i * cols + d] * dot;
                 }
-            }
-            let norm = x.iter().map(|e| e.abs2()).sum::<f64>().sqrt();
-            if norm > 0.5 {
-                for (i, xi) in x.into_iter().enumerate() {
-                    q[i * cols + c] = xi / T::from_real(norm);
-                }
-                filled[c] = true;
-                break;
             }
         }
+        let norm = x.iter().map(|e| e.abs2()).sum::<f64>().sqrt();
+        if norm > 0.0 {
+            for (i, xi) in x.into_iter().enumerate() {
+                q[i * cols + c] = xi / T::from_real(norm);
+            }
+        }
+        filled[c] = true;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn complete_basis_finds_the_last_directions() {
+        // Five columns of a dense orthogonal matrix (a reflector): every
+        // unit vector keeps well under half its length off their span.
+        let v = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let vv: f64 = v.iter().map(|x| x * x).sum();
+        let n = 6;
+        let mut q = vec![0.0f64; n * n];
+        for i in 0..n {
+            for j in 0..5 {
+                q[i * n + j] = f64::from(u8::from(i == j)) - 2.0 * v[i] * v[j] / vv;
+            }
+        }
+        let mut filled = [true, true, true, true, true, false];
+        complete_basis(&mut q, n, n, &mut filled);
+        assert!(filled.iter().all(|&f| f));
+        for a in 0..n {
+            for b in 0..n {
+                let g: f64 = (0..n).map(|i| q[i * n + a] * q[i * n + b]).sum();
+                let want = f64::from(u8::from(a == b));
+                assert!((g - want).abs() < 1e-12, "({a}, {b}): {g}");
+            }
+        }
+    }
 
     #[test]
     fn names() {
