@@ -71,15 +71,16 @@ class Workload:
     atol: float
     hlo_ops: tuple = ()            # opcodes the HLO must contain
     note: str = ""
+    group: str = "issue"           # "issue": the workloads issue 7 names; "linalg": LAPACK calls
 
 
 REGISTRY: list = []
 
 
-def workload(name, make_args, rtol, atol, hlo_ops=(), note=""):
+def workload(name, make_args, rtol, atol, hlo_ops=(), note="", group="issue"):
     """Decorator: registers `fn` as a workload."""
     def register(fn):
-        REGISTRY.append(Workload(name, fn, make_args, rtol, atol, tuple(hlo_ops), note))
+        REGISTRY.append(Workload(name, fn, make_args, rtol, atol, tuple(hlo_ops), note, group))
         return fn
     return register
 
@@ -295,6 +296,72 @@ def depthwise_grad_nhwc(w, x):
           note="f32[4096,4096] transposed (the result has the default layout, so it is a real copy)")
 def transpose(x):
     return jnp.transpose(x)
+
+
+# Linear algebra: JAX lowers these to LAPACK custom-calls, which XLA runs
+# through LAPACK (jaxlib's kernels) and oxla natively. Reported as their own
+# group, beside the issue's workloads. Eigen- and singular vectors are only
+# defined up to sign, so those two return the matrix rebuilt from them (one
+# extra 256^3 product on both sides) with the values.
+
+def _well_conditioned(n, cols=None):
+    def make(r):
+        a = normal(r, (n, n), 1.0 / math.sqrt(n)) + 2 * np.eye(n, dtype=F32)
+        return [a] if cols is None else [a, normal(r, (n, cols))]
+    return make
+
+
+def _spd(n):
+    def make(r):
+        g = normal(r, (n, n), 1.0 / math.sqrt(n))
+        return [(g @ g.T + np.eye(n, dtype=F32)).astype(F32)]
+    return make
+
+
+LINALG = dict(rtol=1e-3, atol=1e-4, group="linalg")
+
+
+@workload("cholesky_1024", _spd(1024), **LINALG, note="jnp.linalg.cholesky of an SPD f32[1024,1024] (potrf)")
+def cholesky_1024(a):
+    return jnp.linalg.cholesky(a)
+
+
+@workload("solve_1024", _well_conditioned(1024, 16), **LINALG,
+          note="jnp.linalg.solve, f32[1024,1024] with 16 right-hand sides (getrf + trsm)")
+def solve_1024(a, b):
+    return jnp.linalg.solve(a, b)
+
+
+@workload("inv_512", _well_conditioned(512), **LINALG, note="jnp.linalg.inv of f32[512,512] (getrf + trsm)")
+def inv_512(a):
+    return jnp.linalg.inv(a)
+
+
+@workload("triangular_solve_1024",
+          lambda r: [np.tril(normal(r, (1024, 1024), 1.0 / 32)) + 2 * np.eye(1024, dtype=F32),
+                     normal(r, (1024, 256))], **LINALG,
+          note="lower triangular f32[1024,1024] solve with 256 right-hand sides (trsm)")
+def triangular_solve_1024(a, b):
+    return jax.scipy.linalg.solve_triangular(a, b, lower=True)
+
+
+@workload("qr_512", lambda r: [normal(r, (512, 512))], **LINALG, note="jnp.linalg.qr of f32[512,512] (geqrf + orgqr)")
+def qr_512(a):
+    return jnp.linalg.qr(a)
+
+
+@workload("eigh_256", lambda r: [(lambda g: (g + g.T) / 2)(normal(r, (256, 256)))], **LINALG,
+          note="jnp.linalg.eigh of symmetric f32[256,256] (syevd): values and V diag(w) V^T")
+def eigh_256(a):
+    w, v = jnp.linalg.eigh(a)
+    return w, (v * w) @ v.T
+
+
+@workload("svd_256", lambda r: [normal(r, (256, 256))], **LINALG,
+          note="jnp.linalg.svd of f32[256,256] (gesdd): values and U diag(s) V^T")
+def svd_256(a):
+    u, s_, vt = jnp.linalg.svd(a)
+    return s_, (u * s_) @ vt
 
 
 # --------------------------------------------------------------------------
@@ -581,7 +648,7 @@ def main():
     selected = [w for w in REGISTRY if not opts.only or re.search(opts.only, w.name)]
     if opts.list:
         for w in REGISTRY:
-            print(f"{w.name:18} {w.note}")
+            print(f"{w.name:22} {w.group:7} {w.note}")
         return 0
     if not selected:
         print(f"no workload matches {opts.only!r}", file=sys.stderr)
@@ -625,7 +692,7 @@ def main():
             row["hlo_opcodes"] = ops
             row["inputs"] = [{"dtype": str(a.dtype), "shape": list(a.shape)} for a in args]
             warnings = [f"HLO lacks {op}" for op in w.hlo_ops if op not in ops]
-            if "custom-call" in ops:
+            if "custom-call" in ops and w.group != "linalg":
                 warnings.append(f"HLO has custom-call {custom_call_targets(hlo)}")
             for msg in warnings:
                 print(f"warning: {w.name}: {msg}", file=sys.stderr)
@@ -745,16 +812,27 @@ def main():
         return 0
     print()
     print_table(rows, opts.backend)
-    run_ratios = [r["oxla"]["run_ms"]["median"] / r["xla"]["run_ms"]["median"]
-                  for r in rows if r.get("oxla", {}).get("status") == "ok"]
-    compile_ratios = [r["oxla"]["compile_ms"] / r["xla"]["compile_ms"]
-                      for r in rows if r.get("oxla", {}).get("status") == "ok"]
+    groups = {w.name: w.group for w in selected}
+
+    def ratios(group=None):
+        ok = [r for r in rows if r.get("oxla", {}).get("status") == "ok"
+              and (group is None or groups[r["name"]] == group)]
+        return ([r["oxla"]["run_ms"]["median"] / r["xla"]["run_ms"]["median"] for r in ok],
+                [r["oxla"]["compile_ms"] / r["xla"]["compile_ms"] for r in ok])
+    run_ratios, compile_ratios = ratios()
     gm, gc = geomean(run_ratios), geomean(compile_ratios)
+    by_group = {}
     print()
     if use_oxla:
-        print(f"geometric mean of oxla/XLA run-time ratios over {len(run_ratios)} workload(s): "
-              + (fmt_ratio(gm, 1.0) if gm else "-"))
-        print("geometric mean of oxla/XLA compile-time ratios: " + (fmt_ratio(gc, 1.0) if gc else "-"))
+        for group in sorted(set(groups.values()), key=lambda g: g != "issue"):
+            runs, compiles = ratios(group)
+            g_run, g_compile = geomean(runs), geomean(compiles)
+            by_group[group] = {"geomean_run_ratio": g_run, "geomean_compile_ratio": g_compile}
+            print(f"{group} workloads ({len(runs)}): geometric mean of oxla/XLA run-time ratios "
+                  + (fmt_ratio(g_run, 1.0) if g_run else "-") + ", of compile-time ratios "
+                  + (fmt_ratio(g_compile, 1.0) if g_compile else "-"))
+        print(f"all {len(run_ratios)} workload(s): run-time "
+              + (fmt_ratio(gm, 1.0) if gm else "-") + ", compile-time " + (fmt_ratio(gc, 1.0) if gc else "-"))
     load = machine_info().get("loadavg")
     if load and float(load[0]) > 0.5 * info.get("logical_cpus", 1):
         print(f"note: load average {' '.join(load)} on {info.get('logical_cpus')} CPUs; "
@@ -764,7 +842,8 @@ def main():
         with open(opts.json, "w") as f:
             json.dump({"backend": None if not use_oxla else opts.backend, "oxla_bin": opts.oxla_bin,
                        "machine": info, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                       "workloads": rows, "geomean_run_ratio": gm, "geomean_compile_ratio": gc},
+                       "workloads": rows, "geomean_run_ratio": gm, "geomean_compile_ratio": gc,
+                       "groups": by_group},
                       f, indent=1)
         print(f"wrote {opts.json}", file=sys.stderr)
     return 0

@@ -54,9 +54,10 @@ impl CopyKernel {
         let last = dims.len() - 1;
         // The output dimension along which the input is contiguous.
         let k = match strides[..last].iter().position(|&s| s == 1) {
-            Some(k) if strides[last] != 1 => k,
+            Some(k) if strides[last] != 1 && strides[last] != 0 => k,
             _ => {
-                // No transposition: walk the output in order.
+                // No transposition (or rows that each repeat one element):
+                // walk the output in order.
                 let outer: usize = dims[..last].iter().product();
                 let (inner, st) = (dims[last], strides[last]);
                 for row in 0..outer {

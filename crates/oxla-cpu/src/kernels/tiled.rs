@@ -134,16 +134,32 @@ fn iota_typed<T: NativeType>(
     let Some(o) = T::slice_mut(out) else {
         return false;
     };
-    if stride == 1 && start % size + o.len() <= size {
-        // One run of consecutive values.
-        let first = start % size;
-        for (k, o) in o.iter_mut().enumerate() {
-            *o = from(first + k);
+    if stride == 0 || size == 0 {
+        return o.is_empty();
+    }
+    // Run by run (a division per run, not per element): with stride 1,
+    // consecutive values up to the end of the dimension; else `stride`
+    // copies of one value.
+    let mut pos = start;
+    let mut rest = &mut o[..];
+    while !rest.is_empty() {
+        let v = (pos / stride) % size;
+        let run = if stride == 1 {
+            size - v
+        } else {
+            stride - pos % stride
         }
-    } else {
-        for (k, o) in o.iter_mut().enumerate() {
-            *o = from(((start + k) / stride) % size);
+        .min(rest.len());
+        let (now, later) = rest.split_at_mut(run);
+        if stride == 1 {
+            for (k, o) in now.iter_mut().enumerate() {
+                *o = from(v + k);
+            }
+        } else {
+            now.fill(from(v));
         }
+        pos += run;
+        rest = later;
     }
     true
 }
@@ -311,5 +327,33 @@ impl Kernel for TiledLoop {
         }
         let out = ArrayLiteral::new(self.shape.clone(), out).map_err(|e| e.to_string())?;
         Ok(Value::owned(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iota_runs_match_the_formula() {
+        let (f, _) = iota_fn(PrimitiveType::S32).expect("s32 iota");
+        // Strides of 1 (runs across the end of the dimension) and more,
+        // starts inside runs, tiles longer than the dimension.
+        for &(start, stride, size, len) in &[
+            (0, 1, 1024, 2048),
+            (1000, 1, 1024, 100),
+            (5, 1, 3, 17),
+            (0, 1024, 1024, 2048),
+            (1023, 4, 3, 40),
+            (7, 2, 1, 9),
+            (0, 3, 5, 0),
+        ] {
+            let mut out = ArrayData::zeros(PrimitiveType::S32, len);
+            assert!(f(start, stride, size, &mut out));
+            let want: Vec<i32> = (0..len)
+                .map(|k| (((start + k) / stride) % size) as i32)
+                .collect();
+            assert_eq!(i32::slice(&out), Some(&want[..]), "{start} {stride} {size}");
+        }
     }
 }
