@@ -229,6 +229,7 @@ fn sub_product<T: Real>(
 
 /// Rows `p` and `i` (`p < i`) of `x`, `len` elements from column `col`:
 /// the first to read, the second to write.
+#[inline(always)]
 fn row_pair<T>(
     x: &mut [T],
     ld: usize,
@@ -245,7 +246,7 @@ fn row_pair<T>(
 }
 
 /// `dst -= l * src`, elementwise.
-#[inline]
+#[inline(always)]
 fn axpy<T: Real>(dst: &mut [T], l: T, src: &[T]) {
     for (d, &s) in dst.iter_mut().zip(src) {
         *d = *d - l * s;
@@ -310,31 +311,7 @@ pub(crate) fn solve_left<T: Real>(
         return;
     }
     if n <= BASE {
-        let at = |i: usize, j: usize| tri[(t.row + i) * ldt + t.col + j];
-        let order: Box<dyn Iterator<Item = usize>> = if t.lower {
-            Box::new(0..n)
-        } else {
-            Box::new((0..n).rev())
-        };
-        for i in order {
-            let others = if t.lower { 0..i } else { i + 1..n };
-            for p in others {
-                let l = at(i, p);
-                if p < i {
-                    let (src, dst) = row_pair(rhs, ldb, p, i, 0, cols);
-                    axpy(dst, l, src);
-                } else {
-                    let (dst_rows, src_rows) = rhs.split_at_mut(p * ldb);
-                    axpy(&mut dst_rows[i * ldb..i * ldb + cols], l, &src_rows[..cols]);
-                }
-            }
-            if !t.unit {
-                let d = at(i, i);
-                for v in &mut rhs[i * ldb..i * ldb + cols] {
-                    *v = *v / d;
-                }
-            }
-        }
+        solve_left_base_dispatch(tri, ldt, t, rhs, ldb, cols);
         return;
     }
     let h = n / 2;
@@ -374,6 +351,46 @@ pub(crate) fn solve_left<T: Real>(
         ldb,
         cols,
     );
+}
+
+// The unblocked loop, compiled for the CPU's vectors.
+dispatched!(solve_left_base_dispatch<T: Real> => solve_left_base_body(tri: &[T], ldt: usize, t: Triangle, rhs: &mut [T], ldb: usize, cols: usize));
+
+#[inline(always)]
+fn solve_left_base_body<T: Real, const WIDE: bool>(
+    tri: &[T],
+    ldt: usize,
+    t: Triangle,
+    rhs: &mut [T],
+    ldb: usize,
+    cols: usize,
+) {
+    let n = t.n;
+    let at = |i: usize, j: usize| tri[(t.row + i) * ldt + t.col + j];
+    let order: Box<dyn Iterator<Item = usize>> = if t.lower {
+        Box::new(0..n)
+    } else {
+        Box::new((0..n).rev())
+    };
+    for i in order {
+        let others = if t.lower { 0..i } else { i + 1..n };
+        for p in others {
+            let l = at(i, p);
+            if p < i {
+                let (src, dst) = row_pair(rhs, ldb, p, i, 0, cols);
+                axpy(dst, l, src);
+            } else {
+                let (dst_rows, src_rows) = rhs.split_at_mut(p * ldb);
+                axpy(&mut dst_rows[i * ldb..i * ldb + cols], l, &src_rows[..cols]);
+            }
+        }
+        if !t.unit {
+            let d = at(i, i);
+            for v in &mut rhs[i * ldb..i * ldb + cols] {
+                *v = *v / d;
+            }
+        }
+    }
 }
 
 /// A matrix operand read from a slice: element `(i, j)` is at
@@ -598,29 +615,7 @@ fn solve_left_in_place<T: Real>(
         return;
     }
     if n <= BASE {
-        let order: Box<dyn Iterator<Item = usize>> = if t.lower {
-            Box::new(0..n)
-        } else {
-            Box::new((0..n).rev())
-        };
-        let mut row = vec![T::ZERO; cols];
-        for i in order {
-            let others = if t.lower { 0..i } else { i + 1..n };
-            let start = (at.0 + i) * ld + at.1;
-            row.copy_from_slice(&a[start..start + cols]);
-            for p in others {
-                let l = a[(t.row + i) * ld + t.col + p];
-                let src = (at.0 + p) * ld + at.1;
-                axpy(&mut row, l, &a[src..src + cols]);
-            }
-            if !t.unit {
-                let d = a[(t.row + i) * ld + t.col + i];
-                for v in &mut row {
-                    *v = *v / d;
-                }
-            }
-            a[start..start + cols].copy_from_slice(&row);
-        }
+        solve_in_place_base_dispatch(a, ld, t, at, cols);
         return;
     }
     let h = n / 2;
@@ -649,6 +644,43 @@ fn solve_left_in_place<T: Real>(
     );
 }
 
+// The unblocked loop, compiled for the CPU's vectors.
+dispatched!(solve_in_place_base_dispatch<T: Real> => solve_in_place_base_body(a: &mut [T], ld: usize, t: Triangle, at: (usize, usize), cols: usize));
+
+#[inline(always)]
+fn solve_in_place_base_body<T: Real, const WIDE: bool>(
+    a: &mut [T],
+    ld: usize,
+    t: Triangle,
+    at: (usize, usize),
+    cols: usize,
+) {
+    let n = t.n;
+    let order: Box<dyn Iterator<Item = usize>> = if t.lower {
+        Box::new(0..n)
+    } else {
+        Box::new((0..n).rev())
+    };
+    let mut row = vec![T::ZERO; cols];
+    for i in order {
+        let others = if t.lower { 0..i } else { i + 1..n };
+        let start = (at.0 + i) * ld + at.1;
+        row.copy_from_slice(&a[start..start + cols]);
+        for p in others {
+            let l = a[(t.row + i) * ld + t.col + p];
+            let src = (at.0 + p) * ld + at.1;
+            axpy(&mut row, l, &a[src..src + cols]);
+        }
+        if !t.unit {
+            let d = a[(t.row + i) * ld + t.col + i];
+            for v in &mut row {
+                *v = *v / d;
+            }
+        }
+        a[start..start + cols].copy_from_slice(&row);
+    }
+}
+
 /// Factors columns `c0 .. c0 + w` of `a` (`m x n`, row stride `n`), rows
 /// `c0 ..`, whose earlier columns are done: pivots swap whole rows.
 fn lu_columns<T: Real>(
@@ -661,38 +693,7 @@ fn lu_columns<T: Real>(
     info: &mut i32,
 ) {
     if w <= BASE {
-        for j in c0..c0 + w {
-            let mut p = j;
-            let mut best = a[j * n + j].abs();
-            for i in j + 1..m {
-                let v = a[i * n + j].abs();
-                if v > best {
-                    p = i;
-                    best = v;
-                }
-            }
-            pivots[j] = p as i32 + 1;
-            if best == T::ZERO {
-                // LAPACK records the first zero pivot and goes on; the
-                // column below is zero, so there is nothing to eliminate.
-                if *info == 0 {
-                    *info = j as i32 + 1;
-                }
-                continue;
-            }
-            if p != j {
-                let (top, bottom) = a.split_at_mut(p * n);
-                top[j * n..j * n + n].swap_with_slice(&mut bottom[..n]);
-            }
-            let pivot = a[j * n + j];
-            let end = c0 + w;
-            for i in j + 1..m {
-                let l = a[i * n + j] / pivot;
-                a[i * n + j] = l;
-                let (src, dst) = row_pair(a, n, j, i, j + 1, end - j - 1);
-                axpy(dst, l, src);
-            }
-        }
+        lu_base_dispatch(a, m, n, c0, w, pivots, info);
         return;
     }
     let h = w / 2;
@@ -717,6 +718,77 @@ fn lu_columns<T: Real>(
     lu_columns(a, m, n, c0 + h, w - h, pivots, info);
 }
 
+// The unblocked loop, compiled for the CPU's vectors.
+dispatched!(lu_base_dispatch<T: Real> => lu_base_body(a: &mut [T], m: usize, n: usize, c0: usize, w: usize, pivots: &mut [i32], info: &mut i32));
+
+#[inline(always)]
+fn lu_base_body<T: Real, const WIDE: bool>(
+    a: &mut [T],
+    m: usize,
+    n: usize,
+    c0: usize,
+    w: usize,
+    pivots: &mut [i32],
+    info: &mut i32,
+) {
+    // The panel (rows c0.., columns c0..c0 + w) is factored in a compact
+    // copy: in place, its column walks would stride by whole rows of `a`
+    // (4 KiB for 1024 f32 columns: every access another cache line of
+    // one set). The row swaps then reach the rest of the rows.
+    let rows = m - c0;
+    let mut panel = vec![T::ZERO; rows * w];
+    for (r, dst) in panel.chunks_exact_mut(w).enumerate() {
+        let src = (c0 + r) * n + c0;
+        dst.copy_from_slice(&a[src..src + w]);
+    }
+    for j in 0..w {
+        let mut p = j;
+        let mut best = panel[j * w + j].abs();
+        for i in j + 1..rows {
+            let v = panel[i * w + j].abs();
+            if v > best {
+                p = i;
+                best = v;
+            }
+        }
+        pivots[c0 + j] = (c0 + p) as i32 + 1;
+        if best == T::ZERO {
+            // LAPACK records the first zero pivot and goes on; the
+            // column below is zero, so there is nothing to eliminate.
+            if *info == 0 {
+                *info = (c0 + j) as i32 + 1;
+            }
+            continue;
+        }
+        if p != j {
+            let (top, bottom) = panel.split_at_mut(p * w);
+            top[j * w..j * w + w].swap_with_slice(&mut bottom[..w]);
+        }
+        let pivot = panel[j * w + j];
+        for i in j + 1..rows {
+            let l = panel[i * w + j] / pivot;
+            panel[i * w + j] = l;
+            let (src, dst) = row_pair(&mut panel, w, j, i, j + 1, w - j - 1);
+            axpy(dst, l, src);
+        }
+    }
+    for (r, src) in panel.chunks_exact(w).enumerate() {
+        let dst = (c0 + r) * n + c0;
+        a[dst..dst + w].copy_from_slice(src);
+    }
+    // The same swaps, in order, on the other columns of the rows.
+    for j in 0..w {
+        let p = pivots[c0 + j] as usize - 1;
+        let row = c0 + j;
+        if p != row {
+            let (top, bottom) = a.split_at_mut(p * n);
+            let (x, y) = (&mut top[row * n..row * n + n], &mut bottom[..n]);
+            x[..c0].swap_with_slice(&mut y[..c0]);
+            x[c0 + w..].swap_with_slice(&mut y[c0 + w..]);
+        }
+    }
+}
+
 /// Cholesky factorisation of the lower triangle of the `n x n` matrix `a`
 /// (row stride `n`), in place: `a = L L^T`. Entries above the diagonal are
 /// overwritten with scratch values. `Err(j)` names the first (0-based)
@@ -732,23 +804,9 @@ pub(crate) fn potrf_lower<T: Real>(a: &mut [T], n: usize) -> Result<(), usize> {
 /// Factors the `w x w` block at (`c0`, `c0`) of `a` (row stride `ld`).
 fn cholesky<T: Real>(a: &mut [T], ld: usize, c0: usize, w: usize) -> Result<(), usize> {
     if w <= BASE {
-        for j in 0..w {
-            let rj = (c0 + j) * ld + c0;
-            let d = a[rj + j] - dot(&a[rj..rj + j], &a[rj..rj + j]);
-            // Not positive, or NaN.
-            if d.partial_cmp(&T::ZERO) != Some(std::cmp::Ordering::Greater) {
-                a[rj + j] = d;
-                return Err(c0 + j);
-            }
-            let d = d.sqrt();
-            a[rj + j] = d;
-            for i in j + 1..w {
-                let ri = (c0 + i) * ld + c0;
-                let s = a[ri + j] - dot(&a[ri..ri + j], &a[rj..rj + j]);
-                a[ri + j] = s / d;
-            }
-        }
-        return Ok(());
+        let mut failed = None;
+        cholesky_base_dispatch(a, ld, c0, w, &mut failed);
+        return failed.map_or(Ok(()), Err);
     }
     let h = w / 2;
     cholesky(a, ld, c0, h)?;
@@ -774,6 +832,36 @@ fn cholesky<T: Real>(a: &mut [T], ld: usize, c0: usize, w: usize) -> Result<(), 
     cholesky(a, ld, c0 + h, w - h)
 }
 
+// The unblocked loop, compiled for the CPU's vectors.
+dispatched!(cholesky_base_dispatch<T: Real> => cholesky_base_body(a: &mut [T], ld: usize, c0: usize, w: usize, failed: &mut Option<usize>));
+
+#[inline(always)]
+fn cholesky_base_body<T: Real, const WIDE: bool>(
+    a: &mut [T],
+    ld: usize,
+    c0: usize,
+    w: usize,
+    failed: &mut Option<usize>,
+) {
+    for j in 0..w {
+        let rj = (c0 + j) * ld + c0;
+        let d = a[rj + j] - dot(&a[rj..rj + j], &a[rj..rj + j]);
+        // Not positive, or NaN.
+        if d.partial_cmp(&T::ZERO) != Some(std::cmp::Ordering::Greater) {
+            a[rj + j] = d;
+            *failed = Some(c0 + j);
+            return;
+        }
+        let d = d.sqrt();
+        a[rj + j] = d;
+        for i in j + 1..w {
+            let ri = (c0 + i) * ld + c0;
+            let s = a[ri + j] - dot(&a[ri..ri + j], &a[rj..rj + j]);
+            a[ri + j] = s / d;
+        }
+    }
+}
+
 /// Solves `x L^T = b` in place for the `rows x n` block `b` at `at` of
 /// `a`, with `L` the lower triangle of the `n x n` block at (`c0`, `c0`)
 /// (non-unit diagonal); the blocks are disjoint.
@@ -789,17 +877,7 @@ fn solve_right_lower_t<T: Real>(
         return;
     }
     if n <= BASE {
-        let mut x = vec![T::ZERO; n];
-        for r in 0..rows {
-            let start = (at.0 + r) * ld + at.1;
-            x.copy_from_slice(&a[start..start + n]);
-            for j in 0..n {
-                let lj = (c0 + j) * ld + c0;
-                let s = x[j] - dot(&x[..j], &a[lj..lj + j]);
-                x[j] = s / a[lj + j];
-            }
-            a[start..start + n].copy_from_slice(&x);
-        }
+        right_lower_t_base_dispatch(a, ld, c0, n, at, rows);
         return;
     }
     let h = n / 2;
@@ -814,6 +892,47 @@ fn solve_right_lower_t<T: Real>(
         Block::at(c0 + h, c0).t(),
     );
     solve_right_lower_t(a, ld, c0 + h, n - h, (at.0, at.1 + h), rows);
+}
+
+// The unblocked loop, compiled for the CPU's vectors.
+dispatched!(right_lower_t_base_dispatch<T: Real> => right_lower_t_base_body(a: &mut [T], ld: usize, c0: usize, n: usize, at: (usize, usize), rows: usize));
+
+#[inline(always)]
+fn right_lower_t_base_body<T: Real, const WIDE: bool>(
+    a: &mut [T],
+    ld: usize,
+    c0: usize,
+    n: usize,
+    at: (usize, usize),
+    rows: usize,
+) {
+    // Column j of x is (b_j - sum_{p<j} L[j, p] x_p) / L[j, j]: on the
+    // block transposed (n rows of `rows`), each step is a long axpy.
+    let mut xt = vec![T::ZERO; n * rows];
+    for r in 0..rows {
+        let start = (at.0 + r) * ld + at.1;
+        for (j, &v) in a[start..start + n].iter().enumerate() {
+            xt[j * rows + r] = v;
+        }
+    }
+    for j in 0..n {
+        let lj = (c0 + j) * ld + c0;
+        let (done, rest) = xt.split_at_mut(j * rows);
+        let xj = &mut rest[..rows];
+        for p in 0..j {
+            axpy(xj, a[lj + p], &done[p * rows..(p + 1) * rows]);
+        }
+        let d = a[lj + j];
+        for v in xj.iter_mut() {
+            *v = *v / d;
+        }
+    }
+    for r in 0..rows {
+        let start = (at.0 + r) * ld + at.1;
+        for (j, v) in a[start..start + n].iter_mut().enumerate() {
+            *v = xt[j * rows + r];
+        }
+    }
 }
 
 #[cfg(test)]

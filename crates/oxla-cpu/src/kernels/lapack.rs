@@ -482,8 +482,12 @@ fn cholesky<T: Real>(x: &mut [T], n: usize, lower: bool) -> i32 {
     // transpose of its upper one), then copy the factor's triangle back.
     let mut work = vec![T::ZERO; n * n];
     for i in 0..n {
-        for j in 0..=i {
-            work[i * n + j] = if lower { x[i * n + j] } else { x[j * n + i] };
+        if lower {
+            work[i * n..i * n + i + 1].copy_from_slice(&x[i * n..i * n + i + 1]);
+        } else {
+            for j in 0..=i {
+                work[i * n + j] = x[j * n + i];
+            }
         }
     }
     let info = match dense::potrf_lower(&mut work, n) {
@@ -491,12 +495,11 @@ fn cholesky<T: Real>(x: &mut [T], n: usize, lower: bool) -> i32 {
         Err(j) => j as i32 + 1,
     };
     for i in 0..n {
-        for j in 0..=i {
-            let v = work[i * n + j];
-            if lower {
-                x[i * n + j] = v;
-            } else {
-                x[j * n + i] = v;
+        if lower {
+            x[i * n..i * n + i + 1].copy_from_slice(&work[i * n..i * n + i + 1]);
+        } else {
+            for j in 0..=i {
+                x[j * n + i] = work[i * n + j];
             }
         }
     }
