@@ -1255,6 +1255,13 @@ fn gathers_in_every_layout_and_index_type() {
         "HloModule t\nENTRY e {\n  x = pred[9,4] parameter(0)\n  i = u8[6] parameter(1)\n  ROOT g = pred[6,2] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,2}\n}\n",
         "gather",
     );
+    // Columns gathered side by side (JAX's row permutation in lu_solve):
+    // one strided window per index, adjacent in the result; indices past
+    // the end clamp.
+    check_kernel(
+        "HloModule t\nENTRY e {\n  x = f32[37,29,1] parameter(0)\n  i = s32[29,1] parameter(1)\n  ROOT g = f32[37,29,1] gather(x, i), offset_dims={0,2}, collapsed_slice_dims={1}, start_index_map={1}, index_vector_dim=1, slice_sizes={37,1,1}\n}\n",
+        "gather",
+    );
     // u64 indices past i64's range clamp to the last start.
     check_kernel(
         "HloModule t\nENTRY e {\n  x = f32[30,3] parameter(0)\n  i = u64[50,1] parameter(1)\n  ROOT g = f32[50,2,3] gather(x, i), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=1, slice_sizes={2,3}\n}\n",

@@ -416,6 +416,21 @@ impl GatherKernel {
             }
             return out;
         }
+        if let ([(len, xs, os)], [1]) = (w, &self.batch_strides[..])
+            && *os >= offsets.len()
+            && *xs > 1
+        {
+            // Columns (one strided window per index, adjacent in the
+            // result): row by row of the result, so writes are contiguous
+            // and each row's reads stay within a row of the operand.
+            for j in 0..*len {
+                let row = &mut out[j * os..j * os + offsets.len()];
+                for (d, &o) in row.iter_mut().zip(offsets) {
+                    *d = x[o + j * xs];
+                }
+            }
+            return out;
+        }
         let sizes: Vec<usize> = self.starts.batch.iter().map(|b| b.0).collect();
         let mut coords = vec![0usize; sizes.len()];
         let mut at = 0usize;
