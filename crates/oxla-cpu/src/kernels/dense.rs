@@ -91,6 +91,54 @@ impl Real for f64 {
     }
 }
 
+/// `dst = lhs * rhs`, or `dst -= lhs * rhs` with `subtract` (`m x n`,
+/// row stride `ldd`), operands given by (row stride, column stride); on
+/// every thread from [`PARALLEL_MIN_FLOPS`] multiply-adds.
+///
+/// # Safety
+/// Every element of the three blocks must be in bounds of live buffers,
+/// and the destination block must overlap neither operand.
+unsafe fn gemm_update<T: Real>(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut T,
+    ldd: isize,
+    lhs: *const T,
+    (lrs, lcs): (isize, isize),
+    rhs: *const T,
+    (rrs, rcs): (isize, isize),
+    subtract: bool,
+) {
+    let parallelism = if m * n * k >= PARALLEL_MIN_FLOPS {
+        gemm::Parallelism::Rayon(rayon::current_num_threads())
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: the caller's contract.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            ldd,
+            subtract,
+            lhs,
+            lcs,
+            lrs,
+            rhs,
+            rcs,
+            rrs,
+            T::ONE,
+            if subtract { -T::ONE } else { T::ONE },
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
 /// A block operand of a product: its first element's row and column in the
 /// buffer, and whether it is read transposed.
 #[derive(Clone, Copy)]
@@ -191,11 +239,6 @@ fn sub_product<T: Real>(
     };
     let (lcs, lrs) = strides(lhs);
     let (rcs, rrs) = strides(rhs);
-    let parallelism = if m * n * k >= PARALLEL_MIN_FLOPS {
-        gemm::Parallelism::Rayon(rayon::current_num_threads())
-    } else {
-        gemm::Parallelism::None
-    };
     let base = x.as_mut_ptr();
     // SAFETY: the three blocks lie inside `x` (checked above: every row
     // they cover ends within the row stride and the last element is in
@@ -203,26 +246,15 @@ fn sub_product<T: Real>(
     // so gemm writes only memory it does not read. `x` is borrowed
     // mutably for the call, so nothing else touches it.
     unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
+        gemm_update(
+            (m, n, k),
             base.add(dst.0 * ld + dst.1),
-            1,
             ld as isize,
-            true,
             base.add(lhs.row * ld + lhs.col).cast_const(),
-            lcs,
-            lrs,
+            (lrs, lcs),
             base.add(rhs.row * ld + rhs.col).cast_const(),
-            rcs,
-            rrs,
-            T::ONE,
-            -T::ONE,
-            false,
-            false,
-            false,
-            parallelism,
+            (rrs, rcs),
+            true,
         );
     }
 }
@@ -367,11 +399,8 @@ fn solve_left_base_body<T: Real, const WIDE: bool>(
 ) {
     let n = t.n;
     let at = |i: usize, j: usize| tri[(t.row + i) * ldt + t.col + j];
-    let order: Box<dyn Iterator<Item = usize>> = if t.lower {
-        Box::new(0..n)
-    } else {
-        Box::new((0..n).rev())
-    };
+    // Rows in the order they are solved: down for lower, up for upper.
+    let order = (0..n).map(|k| if t.lower { k } else { n - 1 - k });
     for i in order {
         let others = if t.lower { 0..i } else { i + 1..n };
         for p in others {
@@ -465,35 +494,19 @@ pub(crate) fn product<T: Real>(
         }
         return;
     }
-    let parallelism = if m * n * k >= PARALLEL_MIN_FLOPS {
-        gemm::Parallelism::Rayon(rayon::current_num_threads())
-    } else {
-        gemm::Parallelism::None
-    };
     // SAFETY: the destination block and both operands lie inside their
     // slices (checked above); `dst` is borrowed mutably and the operands
     // shared, so they are different buffers.
     unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
+        gemm_update(
+            (m, n, k),
             dst.as_mut_ptr().add(at),
-            1,
             ld as isize,
-            subtract,
             lhs.data.as_ptr().add(lhs.offset),
-            lhs.cs as isize,
-            lhs.rs as isize,
+            (lhs.rs as isize, lhs.cs as isize),
             rhs.data.as_ptr().add(rhs.offset),
-            rhs.cs as isize,
-            rhs.rs as isize,
-            T::ONE,
-            if subtract { -T::ONE } else { T::ONE },
-            false,
-            false,
-            false,
-            parallelism,
+            (rhs.rs as isize, rhs.cs as isize),
+            subtract,
         );
     }
 }
@@ -540,36 +553,20 @@ fn product_into<T: Real>(
         }
         return;
     }
-    let parallelism = if m * n * k >= PARALLEL_MIN_FLOPS {
-        gemm::Parallelism::Rayon(rayon::current_num_threads())
-    } else {
-        gemm::Parallelism::None
-    };
     let base = b.as_mut_ptr();
     // SAFETY: both blocks of `b` lie inside it and do not overlap (checked
     // above), `c` holds `m * k` elements and is a different buffer (it is
     // borrowed shared while `b` is borrowed mutably).
     unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
+        gemm_update(
+            (m, n, k),
             base.add(dst.0 * ldb + dst.1),
-            1,
             ldb as isize,
-            true,
             c.as_ptr(),
-            1,
-            k as isize,
+            (k as isize, 1),
             base.add(src.0 * ldb + src.1).cast_const(),
-            1,
-            ldb as isize,
-            T::ONE,
-            -T::ONE,
-            false,
-            false,
-            false,
-            parallelism,
+            (ldb as isize, 1),
+            true,
         );
     }
 }
@@ -656,11 +653,8 @@ fn solve_in_place_base_body<T: Real, const WIDE: bool>(
     cols: usize,
 ) {
     let n = t.n;
-    let order: Box<dyn Iterator<Item = usize>> = if t.lower {
-        Box::new(0..n)
-    } else {
-        Box::new((0..n).rev())
-    };
+    // Rows in the order they are solved: down for lower, up for upper.
+    let order = (0..n).map(|k| if t.lower { k } else { n - 1 - k });
     let mut row = vec![T::ZERO; cols];
     for i in order {
         let others = if t.lower { 0..i } else { i + 1..n };

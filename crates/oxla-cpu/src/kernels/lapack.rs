@@ -304,11 +304,7 @@ impl LapackKernel {
                         .chunks_mut(size)
                         .zip(pivots.chunks_mut(k))
                         .zip(info.iter_mut());
-                    if parallel {
-                        work.collect::<Vec<_>>().into_par_iter().for_each(one);
-                    } else {
-                        work.for_each(one);
-                    }
+                    each_batch(work, parallel, one);
                 }
                 Ok(vec![
                     T::wrap(lu),
@@ -325,11 +321,7 @@ impl LapackKernel {
                 };
                 if size > 0 {
                     let work = factor.chunks_mut(size).zip(info.iter_mut());
-                    if parallel {
-                        work.collect::<Vec<_>>().into_par_iter().for_each(one);
-                    } else {
-                        work.for_each(one);
-                    }
+                    each_batch(work, parallel, one);
                 }
                 Ok(vec![T::wrap(factor), ArrayData::S32(info)])
             }
@@ -341,11 +333,7 @@ impl LapackKernel {
                 let one = |(x, t): (&mut [T], &mut [T])| orthogonal::geqrf(x, m, n, t);
                 if size > 0 && k > 0 {
                     let work = qr.chunks_mut(size).zip(tau.chunks_mut(k));
-                    if parallel {
-                        work.collect::<Vec<_>>().into_par_iter().for_each(one);
-                    } else {
-                        work.for_each(one);
-                    }
+                    each_batch(work, parallel, one);
                 }
                 Ok(vec![T::wrap(qr), T::wrap(tau)])
             }
@@ -363,11 +351,7 @@ impl LapackKernel {
                     // Each batch element's tau (empty when there are no reflectors).
                     let taus = (0..batches).map(|b| &tau[b * k..(b + 1) * k]);
                     let work = a.chunks(size).zip(taus).zip(q.chunks_mut(size));
-                    if parallel {
-                        work.collect::<Vec<_>>().into_par_iter().for_each(one);
-                    } else {
-                        work.for_each(one);
-                    }
+                    each_batch(work, parallel, one);
                 }
                 Ok(vec![T::wrap(q)])
             }
@@ -384,11 +368,7 @@ impl LapackKernel {
                         .chunks_mut(size)
                         .zip(values.chunks_mut(n))
                         .zip(info.iter_mut());
-                    if parallel {
-                        work.collect::<Vec<_>>().into_par_iter().for_each(one);
-                    } else {
-                        work.for_each(one);
-                    }
+                    each_batch(work, parallel, one);
                 }
                 Ok(vec![
                     T::wrap(vectors),
@@ -435,11 +415,7 @@ impl LapackKernel {
                             batches,
                         )))
                         .zip(info.iter_mut());
-                    if parallel {
-                        work.collect::<Vec<_>>().into_par_iter().for_each(one);
-                    } else {
-                        work.for_each(one);
-                    }
+                    each_batch(work, parallel, one);
                 }
                 Ok(vec![
                     T::wrap(copy),
@@ -461,15 +437,28 @@ impl LapackKernel {
                 if size > 0 && bsize > 0 {
                     let one = |(t, x): (&[T], &mut [T])| trsm(t, x, n, rows, cols, &opts);
                     let work = a.chunks(size).zip(x.chunks_mut(bsize));
-                    if batches > 1 && batches * size * rows.max(cols) >= PARALLEL_MIN_FLOPS {
-                        work.collect::<Vec<_>>().into_par_iter().for_each(one);
-                    } else {
-                        work.for_each(one);
-                    }
+                    each_batch(
+                        work,
+                        batches > 1 && batches * size * rows.max(cols) >= PARALLEL_MIN_FLOPS,
+                        one,
+                    );
                 }
                 Ok(vec![T::wrap(x)])
             }
         }
+    }
+}
+
+/// Runs `one` on each batch element's work, on every thread with `parallel`.
+fn each_batch<I: Send>(
+    work: impl Iterator<Item = I>,
+    parallel: bool,
+    one: impl Fn(I) + Sync + Send,
+) {
+    if parallel {
+        work.collect::<Vec<_>>().into_par_iter().for_each(one);
+    } else {
+        work.for_each(one);
     }
 }
 
