@@ -352,10 +352,7 @@ fn gemv_rows<T: NativeType + std::ops::Add<Output = T> + std::ops::Mul<Output = 
         return false;
     }
     let rows = |(c, out): (usize, &mut [T])| {
-        for (r, o) in out.iter_mut().enumerate() {
-            let i = c * GEMV_ROWS + r;
-            *o = dot_lanes(&a[i * row_stride..i * row_stride + k], x, zero);
-        }
+        gemv_block_dispatch(out, a, row_stride, c * GEMV_ROWS, x, zero)
     };
     if m * k >= PARALLEL_MIN_FLOPS {
         out.par_chunks_mut(GEMV_ROWS).enumerate().for_each(rows);
@@ -364,6 +361,57 @@ fn gemv_rows<T: NativeType + std::ops::Add<Output = T> + std::ops::Mul<Output = 
     }
     true
 }
+
+/// The element types the vector products take.
+trait Summable: NativeType + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> {}
+impl<T: NativeType + std::ops::Add<Output = T> + std::ops::Mul<Output = T>> Summable for T {}
+
+/// `out[r] = dot(row first + r of a, x)`, four rows at a time so each
+/// load of `x` serves four rows; every row sums in the order of
+/// [`dot_lanes`].
+fn gemv_block<T: Summable, const WIDE: bool>(
+    out: &mut [T],
+    a: &[T],
+    row_stride: usize,
+    first: usize,
+    x: &[T],
+    zero: T,
+) {
+    let k = x.len();
+    let row = |i: usize| &a[(first + i) * row_stride..(first + i) * row_stride + k];
+    let quads = out.len() / 4;
+    for q in 0..quads {
+        let (r0, r1, r2, r3) = (row(4 * q), row(4 * q + 1), row(4 * q + 2), row(4 * q + 3));
+        let mut acc = [[zero; LANES]; 4];
+        let chunks = x
+            .chunks_exact(LANES)
+            .zip(r0.chunks_exact(LANES))
+            .zip(r1.chunks_exact(LANES))
+            .zip(r2.chunks_exact(LANES))
+            .zip(r3.chunks_exact(LANES));
+        for ((((xs, c0), c1), c2), c3) in chunks {
+            for l in 0..LANES {
+                acc[0][l] = acc[0][l] + c0[l] * xs[l];
+                acc[1][l] = acc[1][l] + c1[l] * xs[l];
+                acc[2][l] = acc[2][l] + c2[l] * xs[l];
+                acc[3][l] = acc[3][l] + c3[l] * xs[l];
+            }
+        }
+        let tail = k - k % LANES;
+        for (r, (acc, rw)) in acc.iter().zip([r0, r1, r2, r3]).enumerate() {
+            let mut sum = acc.iter().fold(zero, |s, &v| s + v);
+            for (&v, &xv) in rw[tail..].iter().zip(&x[tail..]) {
+                sum = sum + v * xv;
+            }
+            out[4 * q + r] = sum;
+        }
+    }
+    for (r, o) in out.iter_mut().enumerate().skip(4 * quads) {
+        *o = dot_lanes(row(r), x, zero);
+    }
+}
+
+dispatched!(gemv_block_dispatch<T: Summable> => gemv_block(out: &mut [T], a: &[T], row_stride: usize, first: usize, x: &[T], zero: T));
 
 /// Rows a task of [`gemv_rows`] takes.
 const GEMV_ROWS: usize = 64;
