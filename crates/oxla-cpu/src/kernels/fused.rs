@@ -449,12 +449,12 @@ impl<T: Copy, G: Fn(T, T) -> T + Copy> Before<T> for OneOp<'_, T, G> {
     #[inline(always)]
     fn map(&self, out: &mut [T], f: impl Fn(T) -> T) {
         let g = self.g;
-        map2a(out, self.x, self.y, |p, q| f(g(p, q)))
+        map2a(out, self.x, self.y, move |p, q| f(g(p, q)))
     }
     #[inline(always)]
     fn map_any(&self, out: &mut [T], f: impl Fn(T) -> (T, bool)) -> bool {
         let g = self.g;
-        map2a_any(out, self.x, self.y, |p, q| f(g(p, q)))
+        map2a_any(out, self.x, self.y, move |p, q| f(g(p, q)))
     }
 }
 
@@ -470,7 +470,7 @@ impl<T: Copy, G: Fn(T, T, T) -> T + Copy> Before<T> for PairOp<'_, T, G> {
     #[inline(always)]
     fn map(&self, out: &mut [T], f: impl Fn(T) -> T) {
         let g = self.g;
-        map_pair(out, self.a, self.x, self.y, |v, x, y| f(g(v, x, y)))
+        map_pair(out, self.a, self.x, self.y, move |v, x, y| f(g(v, x, y)))
     }
     #[inline(always)]
     fn map_any(&self, out: &mut [T], f: impl Fn(T) -> (T, bool)) -> bool {
@@ -500,8 +500,9 @@ fn costly_of<T: Float, const FMA: bool>(u: Costly, out: &mut [T], head: impl Bef
     match u {
         Costly::Exp => match T::EXP_NORMAL {
             Some((lo, hi)) => {
-                let outside =
-                    head.map_any(out, |v| (v.exp_normal::<FMA>(), !(lo..=hi).contains(&v)));
+                let outside = head.map_any(out, move |v| {
+                    (v.exp_normal::<FMA>(), !(lo..=hi).contains(&v))
+                });
                 if outside {
                     head.map(out, |v| v.exp::<FMA>());
                 }
