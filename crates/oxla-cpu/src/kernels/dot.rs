@@ -340,13 +340,7 @@ fn dot_lanes<T: Copy + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
 /// vector, memory-bound, so rows are split across the pool (gemm runs a
 /// column vector as a thin product on one thread). Returns false when the
 /// rows do not fit `a`.
-fn gemv_rows<T: NativeType + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
-    out: &mut [T],
-    a: &[T],
-    row_stride: usize,
-    x: &[T],
-    zero: T,
-) -> bool {
+fn gemv_rows<T: Summable>(out: &mut [T], a: &[T], row_stride: usize, x: &[T], zero: T) -> bool {
     let (m, k) = (out.len(), x.len());
     if m == 0 || (m - 1) * row_stride + k > a.len() {
         return false;
@@ -422,13 +416,7 @@ const GEMV_ROWS: usize = 64;
 /// are split into one contiguous band per thread, each streaming its band
 /// into its own partial sums, which are then added in band order. Returns
 /// false when the rows do not fit `b`.
-fn gemv_columns<T: NativeType + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
-    out: &mut [T],
-    x: &[T],
-    b: &[T],
-    row_stride: usize,
-    zero: T,
-) -> bool {
+fn gemv_columns<T: Summable>(out: &mut [T], x: &[T], b: &[T], row_stride: usize, zero: T) -> bool {
     let (n, k) = (out.len(), x.len());
     if n == 0 || k == 0 || (k - 1) * row_stride + n > b.len() {
         return false;
