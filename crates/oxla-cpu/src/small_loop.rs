@@ -5,10 +5,13 @@
 //! arrays and a list of operations over it. Tuples and get-tuple-element
 //! become register numbers, reshapes become aliases, broadcasts, transposes,
 //! slices and reverses become index tables, constants and iotas are filled
-//! in once, and element-wise operations run as typed loops (the common
+//! in once, element-wise operations run as typed loops (the common
 //! arithmetic and comparisons) or through the interpreter's scalar semantics
-//! (everything else), so results agree with the interpreter bit for bit. An
-//! iteration allocates nothing.
+//! (everything else), so results agree with the interpreter bit for bit,
+//! and `dynamic-slice`, `dynamic-update-slice` and `scatter` (the index
+//! bookkeeping of JAX's pivots-to-permutation loop, say) read their start
+//! indices at run time. An iteration allocates nothing but a scatter's
+//! list of window offsets.
 
 use std::sync::Mutex;
 
@@ -20,6 +23,8 @@ use oxla_hlo::{
 use oxla_interp::{ElementwiseFunction, ElementwiseScratch};
 
 use crate::kernels::elementwise::scalar_function;
+use crate::kernels::gather::{ScatterKernel, plan_scatter};
+use crate::kernels::slices::{clamped_starts, row_major, slice_into, update_into};
 use crate::kernels::typed::{self, ScalarFn, Typed, UpdateFn};
 use crate::kernels::view::View;
 use crate::value::Value;
@@ -27,6 +32,9 @@ use crate::value::Value;
 /// Arrays larger than this leave the loop to the executor, whose kernels
 /// vectorise and split work across threads.
 pub(crate) const MAX_ELEMENTS: usize = 4096;
+
+/// Start indices an indexing operation reads at most (one per dimension).
+const MAX_RANK: usize = 8;
 
 type Reg = usize;
 
@@ -88,6 +96,8 @@ enum Op {
         index: Vec<u32>,
         out: Reg,
     },
+    /// Indexing with indices read at run time.
+    Indexed(Box<Indexed>),
     /// A nested loop: the moves that set its state, and the loop.
     While(Box<(Vec<Move>, LoopCode)>),
     Conditional(Box<BranchCode>),
@@ -102,9 +112,53 @@ impl Op {
             | Op::Select { out, .. }
             | Op::Function { out, .. }
             | Op::Gather { out, .. } => Some(out),
-            Op::While(_) | Op::Conditional(_) | Op::Scalar { .. } | Op::ScalarSelect { .. } => None,
+            Op::While(_)
+            | Op::Conditional(_)
+            | Op::Scalar { .. }
+            | Op::ScalarSelect { .. }
+            | Op::Indexed(_) => None,
         }
     }
+}
+
+/// An indexing operation whose indices are values of the loop: it reads
+/// whole registers, so a scalar operand or result that lives in the scalar
+/// bank is copied into its register first, or out of it after.
+struct Indexed {
+    kind: IndexKind,
+    /// The instruction's operands, in order.
+    args: Vec<Reg>,
+    out: Reg,
+    /// Operands that live in the bank, and their registers.
+    loads: Vec<(Bank, Reg)>,
+    /// The bank slot of a result that lives there.
+    store: Option<Bank>,
+}
+
+enum IndexKind {
+    /// Operands: the array, then its start indices. `strides` are the
+    /// array's (row-major), `dims` its dimensions, `sizes` the slice's.
+    DynamicSlice {
+        dims: Vec<usize>,
+        strides: Vec<usize>,
+        sizes: Vec<usize>,
+    },
+    /// Operands: the array, the update (of dimensions `sizes`), then the
+    /// start indices.
+    DynamicUpdateSlice {
+        dims: Vec<usize>,
+        strides: Vec<usize>,
+        sizes: Vec<usize>,
+    },
+    /// Operands: the array, the indices, the updates.
+    Scatter(ScatterKernel),
+}
+
+/// Scratch space a run reuses.
+#[derive(Default)]
+struct Scratch {
+    elementwise: ElementwiseScratch,
+    starts: Vec<usize>,
 }
 
 /// Compiled computations: operations, and the instruction each came from.
@@ -393,7 +447,9 @@ fn exclude_code(code: &Code, ok: &mut [bool]) {
                     exclude_moves(moves, ok);
                 }
             }
-            Op::Scalar { .. } | Op::ScalarSelect { .. } => {}
+            // A banked operand or result is copied to or from its
+            // register around the operation (see `bank_code`).
+            Op::Scalar { .. } | Op::ScalarSelect { .. } | Op::Indexed(_) => {}
         }
     }
 }
@@ -451,6 +507,13 @@ fn touches(op: &Op, at: Loc) -> (bool, bool) {
         Op::Select { p, a, b, out } => regs(&[*p, *a, *b], *out),
         Op::Function { args, out, .. } => regs(args, *out),
         Op::Gather { src, out, .. } => regs(&[*src], *out),
+        Op::Indexed(ix) => {
+            let (reads, writes) = regs(&ix.args, ix.out);
+            (
+                reads || ix.loads.iter().any(|&(b, _)| Loc::Bank(b) == at),
+                writes || ix.store.map(Loc::Bank) == Some(at),
+            )
+        }
         Op::While(w) => {
             let lc = &w.1;
             let t = or(moves(&w.0), or(code(&lc.cond), code(&lc.body)));
@@ -570,6 +633,14 @@ fn bank_code(code: &mut Code, slots: &[Option<Bank>]) {
                 {
                     *op = Op::ScalarSelect { p, a, b, out };
                 }
+            }
+            Op::Indexed(ix) => {
+                ix.loads = ix
+                    .args
+                    .iter()
+                    .filter_map(|&r| Some((slots[r]?, r)))
+                    .collect();
+                ix.store = slots[ix.out];
             }
             Op::While(w) => {
                 bank_moves(&mut w.0, slots);
@@ -1008,7 +1079,7 @@ impl Compiler {
                 _ if all_regs => {
                     let shape = instr.shape.as_array()?;
                     let start = code.ops.len();
-                    let r = self.instruction(comp, instr, shape, &regs, &mut code.ops)?;
+                    let r = self.instruction(module, comp, instr, shape, &regs, &mut code.ops)?;
                     let origin = (id, InstrId::new(k));
                     code.origins
                         .extend(std::iter::repeat_n(origin, code.ops.len() - start));
@@ -1025,6 +1096,7 @@ impl Compiler {
     /// that compute it.
     fn instruction(
         &mut self,
+        module: &HloModule,
         comp: &HloComputation,
         instr: &HloInstruction,
         shape: &ArrayShape,
@@ -1063,6 +1135,41 @@ impl Compiler {
                 (from.element_type() == ty
                     && from.element_count().ok()? == shape.element_count().ok()?)
                 .then_some(regs[0])
+            }
+            Opcode::DynamicSlice | Opcode::DynamicUpdateSlice | Opcode::Scatter => {
+                let array = operand(0)?;
+                let dims = array.dims_usize();
+                let kind = match instr.opcode {
+                    Opcode::DynamicSlice => IndexKind::DynamicSlice {
+                        strides: row_major(&dims),
+                        sizes: shape.dims_usize(),
+                        dims,
+                    },
+                    Opcode::DynamicUpdateSlice => IndexKind::DynamicUpdateSlice {
+                        strides: row_major(&dims),
+                        sizes: operand(1)?.dims_usize(),
+                        dims,
+                    },
+                    // One operand, one indices array, one updates array.
+                    _ if regs.len() == 3 => IndexKind::Scatter(plan_scatter(module, comp, instr)?),
+                    _ => return None,
+                };
+                let keeps_shape = !matches!(kind, IndexKind::DynamicSlice { .. });
+                if array.element_type() != ty
+                    || (keeps_shape && array.dims() != shape.dims())
+                    || regs.len() > MAX_RANK + 2
+                {
+                    return None;
+                }
+                let out = self.new_reg(shape)?;
+                ops.push(Op::Indexed(Box::new(Indexed {
+                    kind,
+                    args: regs.to_vec(),
+                    out,
+                    loads: Vec::new(),
+                    store: None,
+                })));
+                Some(out)
             }
             Opcode::Broadcast | Opcode::Transpose | Opcode::Slice | Opcode::Reverse => {
                 let from = View::contiguous(operand(0)?.dims());
@@ -1233,7 +1340,7 @@ impl SmallLoop {
             }
         }
         drop(leaves);
-        let mut scratch = ElementwiseScratch::default();
+        let mut scratch = Scratch::default();
         run_loop(&self.code, frame, &mut scratch, limit)?;
         let out: Vec<Value<'a>> = self
             .state
@@ -1290,7 +1397,7 @@ fn moved_type() -> LoopError {
 fn run_loop(
     code: &LoopCode,
     frame: &mut Frame,
-    scratch: &mut ElementwiseScratch,
+    scratch: &mut Scratch,
     limit: Option<u64>,
 ) -> Result<(), LoopError> {
     if let Some(c) = code.counted
@@ -1339,7 +1446,7 @@ fn run_loop(
 fn run_code(
     code: &Code,
     frame: &mut Frame,
-    scratch: &mut ElementwiseScratch,
+    scratch: &mut Scratch,
     limit: Option<u64>,
 ) -> Result<(), LoopError> {
     for (k, op) in code.ops.iter().enumerate() {
@@ -1400,7 +1507,7 @@ fn run_other(
     code: &Code,
     k: usize,
     frame: &mut Frame,
-    scratch: &mut ElementwiseScratch,
+    scratch: &mut Scratch,
     limit: Option<u64>,
 ) -> Result<(), LoopError> {
     let op = &code.ops[k];
@@ -1427,8 +1534,9 @@ fn run_other(
                 None => Err("the branch selector must be a pred or s32 scalar".to_string()),
             }
         }
+        Op::Indexed(ix) => indexed(ix, frame, &mut scratch.starts),
         _ => match op.out().and_then(|out| around(&mut frame.regs, out)) {
-            Some((lo, o, hi)) => apply(op, (lo, hi), o, scratch),
+            Some((lo, o, hi)) => apply(op, (lo, hi), o, &mut scratch.elementwise),
             None => Ok(false),
         },
     };
@@ -1443,6 +1551,76 @@ fn run_other(
         instr,
         message,
     })
+}
+
+/// Runs an indexing operation, with its banked operands and result moved
+/// through their registers.
+fn indexed(ix: &Indexed, frame: &mut Frame, starts: &mut Vec<usize>) -> Result<bool, String> {
+    for &(b, r) in &ix.loads {
+        if !typed::set_bits(&mut frame.regs[r], frame.bank[b]) {
+            return Ok(false);
+        }
+    }
+    let Some((lo, o, hi)) = around(&mut frame.regs, ix.out) else {
+        return Ok(false);
+    };
+    let get = |i: Reg| beside(lo, hi, i).ok_or("an operand that is also the result");
+    let mut args: [&ArrayData; 3] = [&EMPTY; 3];
+    for (slot, &a) in args.iter_mut().zip(&ix.args) {
+        *slot = get(a)?;
+    }
+    let done = match &ix.kind {
+        IndexKind::DynamicSlice {
+            dims,
+            strides,
+            sizes,
+        } => {
+            let rest = ix.args.get(1..).unwrap_or(&[]);
+            starts_of(rest, lo, hi, dims, sizes, starts)?;
+            slice_into(args[0], strides, sizes, starts, o)
+        }
+        IndexKind::DynamicUpdateSlice {
+            dims,
+            strides,
+            sizes,
+        } => {
+            let rest = ix.args.get(2..).unwrap_or(&[]);
+            starts_of(rest, lo, hi, dims, sizes, starts)?;
+            copy_into(o, args[0]) && update_into(o, strides, args[1], sizes, starts)
+        }
+        IndexKind::Scatter(k) => {
+            copy_into(o, args[0]) && {
+                k.scatter_into(o, args[1], args[2])?;
+                true
+            }
+        }
+    };
+    if done && let Some(b) = ix.store {
+        match typed::bits_of(o) {
+            Some(v) => frame.bank[b] = v,
+            None => return Ok(false),
+        }
+    }
+    Ok(done)
+}
+
+/// Reads the start-index registers `regs` (around the result) into `out`, clamped.
+fn starts_of(
+    regs: &[Reg],
+    lo: &[ArrayData],
+    hi: &[ArrayData],
+    dims: &[usize],
+    sizes: &[usize],
+    out: &mut Vec<usize>,
+) -> Result<(), String> {
+    let mut values: [&ArrayData; MAX_RANK] = [&EMPTY; MAX_RANK];
+    if regs.len() > MAX_RANK {
+        return Err(format!("{} start indices", regs.len()));
+    }
+    for (slot, &r) in values.iter_mut().zip(regs) {
+        *slot = beside(lo, hi, r).ok_or("a start index that is also the result")?;
+    }
+    clamped_starts(&values[..regs.len()], dims, sizes, out)
 }
 
 /// Runs one operation into its result `o`, the registers before it `r.0`

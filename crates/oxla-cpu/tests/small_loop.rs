@@ -765,3 +765,268 @@ fn a_counter_that_would_wrap_tests_the_condition_each_time() {
     assert_eq!(parts[0].to_scalar::<i32>().unwrap(), i32::MAX - 3);
     assert_eq!(parts[2].to_scalar::<i32>().unwrap(), 1);
 }
+
+/// JAX's `lu_pivots_to_permutation` as `jnp.linalg.solve` and `inv` lower
+/// it: row swaps applied to an iota through dynamic-slices and one-element
+/// scatters, the swap indices wrapped when negative.
+fn pivots_to_permutation(n: usize) -> String {
+    "HloModule perm
+keep_update {
+  a = s32[] parameter(0)
+  ROOT b = s32[] parameter(1)
+}
+swap {
+  pivots = s32[@N] parameter(0)
+  i = s32[] parameter(1)
+  perm = s32[@N] parameter(2)
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  zero = s32[] constant(0)
+  n = s32[] constant(@N)
+  lt = pred[] compare(i, zero), direction=LT
+  wrapped = s32[] add(i, n)
+  at = s32[] select(lt, wrapped, i)
+  at1 = s32[1] reshape(at)
+  pd = s32[1] dynamic-slice(pivots, at), dynamic_slice_sizes={1}
+  p = s32[] reshape(pd)
+  plt = pred[] compare(p, zero), direction=LT
+  pw = s32[] add(p, n)
+  pat = s32[] select(plt, pw, p)
+  vd = s32[1] dynamic-slice(perm, pat), dynamic_slice_sizes={1}
+  v = s32[] reshape(vd)
+  s1 = s32[@N] scatter(perm, at1, v), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=0, indices_are_sorted=true, unique_indices=true, to_apply=keep_update
+  pat1 = s32[1] reshape(pat)
+  ud = s32[1] dynamic-slice(perm, at), dynamic_slice_sizes={1}
+  u = s32[] reshape(ud)
+  s2 = s32[@N] scatter(s1, pat1, u), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=0, indices_are_sorted=true, unique_indices=true, to_apply=keep_update
+  ROOT t = (s32[], s32[@N]) tuple(next, s2)
+}
+body {
+  p = (s32[], s32[], s32[@N], s32[@N]) parameter(0)
+  k = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  k1 = s32[] add(k, one)
+  pivots = s32[@N] get-tuple-element(p), index=3
+  i = s32[] get-tuple-element(p), index=1
+  perm = s32[@N] get-tuple-element(p), index=2
+  c = (s32[], s32[@N]) call(pivots, i, perm), to_apply=swap
+  i1 = s32[] get-tuple-element(c), index=0
+  perm1 = s32[@N] get-tuple-element(c), index=1
+  ROOT t = (s32[], s32[], s32[@N], s32[@N]) tuple(k1, i1, perm1, pivots)
+}
+cond {
+  p = (s32[], s32[], s32[@N], s32[@N]) parameter(0)
+  k = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(@N)
+  ROOT lt = pred[] compare(k, n), direction=LT
+}
+ENTRY e {
+  pivots = s32[@N] parameter(0)
+  zero = s32[] constant(0)
+  iota = s32[@N] iota(), iota_dimension=0
+  init = (s32[], s32[], s32[@N], s32[@N]) tuple(zero, zero, iota, pivots)
+  w = (s32[], s32[], s32[@N], s32[@N]) while(init), condition=cond, body=body
+  ROOT perm = s32[@N] get-tuple-element(w), index=2
+}
+"
+    .replace("@N", &n.to_string())
+}
+
+#[test]
+fn pivots_become_a_permutation_through_dynamic_slices_and_scatters() {
+    // LAPACK-style pivots (row i swapped with row pivots[i]), one given
+    // negatively (-1 is the last row), as JAX wraps them.
+    // Twelve rows: more trips than the passes unroll.
+    let pivots = [3i32, 1, 7, 3, -1, 6, 6, 7, 11, -2, 10, 11];
+    let mut want: Vec<i32> = (0..12).collect();
+    for (i, &p) in pivots.iter().enumerate() {
+        let p = if p < 0 { p + 12 } else { p } as usize;
+        want.swap(i, p);
+    }
+    let got = check(&pivots_to_permutation(12), &[Literal::vec1(&pivots)]);
+    assert_eq!(got.to_vec::<i32>().unwrap(), want);
+    assert_eq!(want, vec![3, 1, 7, 0, 11, 6, 5, 2, 4, 10, 9, 8]);
+}
+
+#[test]
+fn dynamic_slices_and_updates_clamp_their_starts_in_every_index_type() {
+    // Per iteration i of 12 (more than the passes unroll): a 2x2 window of x at (i - 1, 2i - 3) (s32
+    // starts, clamped at both ends) adds into acc and, plus one, goes back
+    // into x at (i, 3i - 4) (u32 starts: negative ones wrap to huge and
+    // clamp to the last column); a 1x3 window at (i, i) with s16 starts and
+    // a 2x1 window at (i, i) from the seed's start vector add up too.
+    let text = "HloModule ds
+body {
+  p = (s32[], f32[4,5], f32[2,2], f32[1,3], f32[2,1]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[4,5] get-tuple-element(p), index=1
+  acc = f32[2,2] get-tuple-element(p), index=2
+  one = s32[] constant(1)
+  two = s32[] constant(2)
+  three = s32[] constant(3)
+  four = s32[] constant(4)
+  r0 = s32[] subtract(i, one)
+  c0 = s32[] multiply(i, two)
+  c1 = s32[] subtract(c0, three)
+  w = f32[2,2] dynamic-slice(x, r0, c1), dynamic_slice_sizes={2,2}
+  acc1 = f32[2,2] add(acc, w)
+  onef = f32[] constant(1)
+  ones = f32[2,2] broadcast(onef), dimensions={}
+  w1 = f32[2,2] add(w, ones)
+  c3 = s32[] multiply(i, three)
+  c4 = s32[] subtract(c3, four)
+  ur = u32[] convert(i)
+  uc = u32[] convert(c4)
+  x1 = f32[4,5] dynamic-update-slice(x, w1, ur, uc)
+  h = s16[] convert(i)
+  v = f32[1,3] dynamic-slice(x, h, h), dynamic_slice_sizes={1,3}
+  acc2 = f32[1,3] get-tuple-element(p), index=3
+  acc21 = f32[1,3] add(acc2, v)
+  sv = s32[2] broadcast(i), dimensions={}
+  z = f32[2,1] dynamic-slice(x, sv), dynamic_slice_sizes={2,1}
+  acc3 = f32[2,1] get-tuple-element(p), index=4
+  acc31 = f32[2,1] add(acc3, z)
+  i1 = s32[] add(i, one)
+  ROOT t = (s32[], f32[4,5], f32[2,2], f32[1,3], f32[2,1]) tuple(i1, x1, acc1, acc21, acc31)
+}
+cond {
+  p = (s32[], f32[4,5], f32[2,2], f32[1,3], f32[2,1]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(12)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  z = s32[] constant(0)
+  x = f32[4,5] parameter(0)
+  a = f32[2,2] constant({{0, 0}, {0, 0}})
+  b = f32[1,3] constant({{0, 0, 0}})
+  c = f32[2,1] constant({{0}, {0}})
+  init = (s32[], f32[4,5], f32[2,2], f32[1,3], f32[2,1]) tuple(z, x, a, b, c)
+  ROOT w = (s32[], f32[4,5], f32[2,2], f32[1,3], f32[2,1]) while(init), condition=cond, body=body
+}
+";
+    let x0: Vec<f32> = (0..20).map(|v| v as f32).collect();
+    let got = check(text, &[Literal::from_vec(&[4, 5], x0.clone()).unwrap()]);
+    // The same loop, directly.
+    let (mut x, mut acc, mut acc2, mut acc3) = (x0, [0f32; 4], [0f32; 3], [0f32; 2]);
+    let clamp = |s: i64, dim: i64, size: i64| s.clamp(0, dim - size) as usize;
+    for i in 0..12i64 {
+        let (r, c) = (clamp(i - 1, 4, 2), clamp(2 * i - 3, 5, 2));
+        let w: Vec<f32> = (0..4).map(|k| x[(r + k / 2) * 5 + c + k % 2]).collect();
+        let (ur, uc) = (
+            clamp(i, 4, 2),
+            clamp(i64::from((3 * i - 4) as i32 as u32), 5, 2),
+        );
+        let (h, s) = (clamp(i, 4, 1), clamp(i, 5, 3));
+        let v: Vec<f32> = (0..3).map(|k| x[h * 5 + s + k]).collect();
+        let (zr, zc) = (clamp(i, 4, 2), clamp(i, 5, 1));
+        let z: Vec<f32> = (0..2).map(|k| x[(zr + k) * 5 + zc]).collect();
+        for k in 0..4 {
+            acc[k] += w[k];
+            x[(ur + k / 2) * 5 + uc + k % 2] = w[k] + 1.0;
+        }
+        (0..3).for_each(|k| acc2[k] += v[k]);
+        (0..2).for_each(|k| acc3[k] += z[k]);
+    }
+    let parts = got.tuple_elements().unwrap();
+    assert_eq!(parts[0].to_scalar::<i32>().unwrap(), 12);
+    assert_eq!(parts[1].to_vec::<f32>().unwrap(), x);
+    assert_eq!(parts[2].to_vec::<f32>().unwrap(), acc);
+    assert_eq!(parts[3].to_vec::<f32>().unwrap(), acc2);
+    assert_eq!(parts[4].to_vec::<f32>().unwrap(), acc3);
+}
+
+#[test]
+fn scatters_combine_and_skip_windows_out_of_bounds() {
+    // Per iteration i of 11 (more than the passes unroll): i + 1 is added into hist at (5i mod 8) - 1 (out
+    // of bounds, so skipped, at -1 and 6), and the row [i, -i, 2i] is
+    // combined by maximum into rows of m at i - 1 (skipped at -1 and from 4).
+    let text = "HloModule sc
+add {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT s = s32[] add(a, b)
+}
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+body {
+  p = (s32[], s32[6], f32[4,3]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  hist = s32[6] get-tuple-element(p), index=1
+  m = f32[4,3] get-tuple-element(p), index=2
+  one = s32[] constant(1)
+  five = s32[] constant(5)
+  eight = s32[] constant(8)
+  f = s32[] multiply(i, five)
+  g = s32[] remainder(f, eight)
+  at = s32[] subtract(g, one)
+  at1 = s32[1] reshape(at)
+  i1 = s32[] add(i, one)
+  hist1 = s32[6] scatter(hist, at1, i1), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=0, to_apply=add
+  row = s32[] subtract(i, one)
+  row1 = s32[1] reshape(row)
+  fi = f32[] convert(i)
+  neg = f32[] negate(fi)
+  dbl = f32[] add(fi, fi)
+  a = f32[1,1] reshape(fi)
+  b = f32[1,1] reshape(neg)
+  c = f32[1,1] reshape(dbl)
+  u = f32[1,3] concatenate(a, b, c), dimensions={1}
+  m1 = f32[4,3] scatter(m, row1, u), update_window_dims={0,1}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=0, to_apply=max
+  ROOT t = (s32[], s32[6], f32[4,3]) tuple(i1, hist1, m1)
+}
+cond {
+  p = (s32[], s32[6], f32[4,3]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(11)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  z = s32[] constant(0)
+  h = s32[6] constant({0, 0, 0, 0, 0, 0})
+  m = f32[4,3] constant({{0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}})
+  init = (s32[], s32[6], f32[4,3]) tuple(z, h, m)
+  ROOT w = (s32[], s32[6], f32[4,3]) while(init), condition=cond, body=body
+}
+";
+    let (module, exe) = compile(text);
+    // The concatenate is not an operation of the register program: this
+    // loop takes the general path, and the same scatters run natively there.
+    let general = exe.describe();
+    let options = EvalOptions::default();
+    let want = oxla_interp::evaluate(&module, &[], &options, &NoServices).unwrap();
+    let got = exe.execute(&[], &options, &NoServices).unwrap();
+    assert!(got.bitwise_eq(&want), "{general}");
+    // Without the concatenate (the row's three values from an iota times
+    // [1, -1, 2]), the loop is compiled whole.
+    let whole = text.replace(
+        "  u = f32[1,3] concatenate(a, b, c), dimensions={1}",
+        "  k = f32[1,3] constant({{1, -1, 2}})
+  fb = f32[1,3] broadcast(fi), dimensions={}
+  u = f32[1,3] multiply(fb, k)",
+    );
+    let got = check(&whole, &[]);
+    let mut hist = [0i32; 6];
+    let mut m = [0f32; 12];
+    for i in 0..11i32 {
+        let at = (5 * i) % 8 - 1;
+        if (0..6).contains(&at) {
+            hist[at as usize] += i + 1;
+        }
+        let row = i - 1;
+        if (0..4).contains(&row) {
+            let u = [i as f32, -(i as f32), 2.0 * i as f32];
+            for k in 0..3 {
+                let x = &mut m[row as usize * 3 + k];
+                *x = x.max(u[k]);
+            }
+        }
+    }
+    let parts = got.tuple_elements().unwrap();
+    assert_eq!(parts[1].to_vec::<i32>().unwrap(), hist);
+    assert_eq!(parts[2].to_vec::<f32>().unwrap(), m);
+    assert_eq!(hist, [6, 14, 8, 5, 12, 7]);
+}

@@ -828,6 +828,45 @@ impl ScatterKernel {
         }
     }
 
+    /// Combines the updates `u` into `x` at the windows `indices` start
+    /// (both of the shapes planned for).
+    pub(crate) fn scatter_into(
+        &self,
+        x: &mut ArrayData,
+        indices: &ArrayData,
+        u: &ArrayData,
+    ) -> Result<(), String> {
+        let offsets = self
+            .starts
+            .offsets(indices, &self.x_dims, &self.window_size, true)?;
+        if x.len() != self.x_dims.iter().product::<usize>()
+            || u.len() != self.u_dims.iter().product::<usize>()
+        {
+            return Err("scatter reads an operand and updates of their declared shapes".into());
+        }
+        let done = match (self.op, x.element_type()) {
+            (Combine::Assign, _) => with_array_data!(x, v => self.assign(v, u, &offsets)),
+            (_, PrimitiveType::F16) => self.combine_typed::<oxla_hlo::half::f16>(x, u, &offsets),
+            (_, PrimitiveType::BF16) => self.combine_typed::<oxla_hlo::half::bf16>(x, u, &offsets),
+            (_, PrimitiveType::F32) => self.combine_typed::<f32>(x, u, &offsets),
+            (_, PrimitiveType::F64) => self.combine_typed::<f64>(x, u, &offsets),
+            (_, PrimitiveType::S8) => self.combine_typed::<i8>(x, u, &offsets),
+            (_, PrimitiveType::S16) => self.combine_typed::<i16>(x, u, &offsets),
+            (_, PrimitiveType::S32) => self.combine_typed::<i32>(x, u, &offsets),
+            (_, PrimitiveType::S64) => self.combine_typed::<i64>(x, u, &offsets),
+            (_, PrimitiveType::U8) => self.combine_typed::<u8>(x, u, &offsets),
+            (_, PrimitiveType::U16) => self.combine_typed::<u16>(x, u, &offsets),
+            (_, PrimitiveType::U32) => self.combine_typed::<u32>(x, u, &offsets),
+            (_, PrimitiveType::U64) => self.combine_typed::<u64>(x, u, &offsets),
+            _ => false,
+        };
+        if done {
+            Ok(())
+        } else {
+            Err("scatter reads an operand and updates of one type".into())
+        }
+    }
+
     fn combine_typed<T: Combinable>(
         &self,
         x: &mut ArrayData,
@@ -876,16 +915,12 @@ impl Kernel for ScatterKernel {
         if inputs.len() != 3 {
             return Err("scatter reads an operand, indices and updates".into());
         }
-        let offsets = {
-            let (Some(idx), Some(u)) = (inputs[1].array(), inputs[2].array()) else {
-                return Err("scatter reads arrays".into());
-            };
-            if !has_dims(idx, &self.starts.dims) || !has_dims(u, &self.u_dims) {
-                return Err("scatter reads indices and updates of their declared shapes".into());
-            }
-            self.starts
-                .offsets(idx.data(), &self.x_dims, &self.window_size, true)?
+        let (Some(idx), Some(u)) = (inputs[1].array(), inputs[2].array()) else {
+            return Err("scatter reads arrays".into());
         };
+        if !has_dims(idx, &self.starts.dims) || !has_dims(u, &self.u_dims) {
+            return Err("scatter reads indices and updates of their declared shapes".into());
+        }
         // The operand's own buffer when nothing else holds it, else a copy.
         let mut target = match std::mem::replace(&mut inputs[0], Value::Token) {
             Value::Array(Buf::Own(a)) => {
@@ -897,30 +932,11 @@ impl Kernel for ScatterKernel {
         if !has_dims(&target, &self.x_dims) {
             return Err("scatter reads an operand of its declared shape".into());
         }
-        let u = inputs[2]
-            .array()
-            .map(ArrayLiteral::data)
-            .ok_or("scatter reads arrays")?;
-        let x = target.data_mut();
-        let done = match (self.op, x.element_type()) {
-            (Combine::Assign, _) => with_array_data!(x, v => self.assign(v, u, &offsets)),
-            (_, PrimitiveType::F16) => self.combine_typed::<oxla_hlo::half::f16>(x, u, &offsets),
-            (_, PrimitiveType::BF16) => self.combine_typed::<oxla_hlo::half::bf16>(x, u, &offsets),
-            (_, PrimitiveType::F32) => self.combine_typed::<f32>(x, u, &offsets),
-            (_, PrimitiveType::F64) => self.combine_typed::<f64>(x, u, &offsets),
-            (_, PrimitiveType::S8) => self.combine_typed::<i8>(x, u, &offsets),
-            (_, PrimitiveType::S16) => self.combine_typed::<i16>(x, u, &offsets),
-            (_, PrimitiveType::S32) => self.combine_typed::<i32>(x, u, &offsets),
-            (_, PrimitiveType::S64) => self.combine_typed::<i64>(x, u, &offsets),
-            (_, PrimitiveType::U8) => self.combine_typed::<u8>(x, u, &offsets),
-            (_, PrimitiveType::U16) => self.combine_typed::<u16>(x, u, &offsets),
-            (_, PrimitiveType::U32) => self.combine_typed::<u32>(x, u, &offsets),
-            (_, PrimitiveType::U64) => self.combine_typed::<u64>(x, u, &offsets),
-            _ => false,
+        let (Some(idx), Some(u)) = (inputs[1].array(), inputs[2].array()) else {
+            return Err("scatter reads arrays".into());
         };
-        if !done {
-            return Err("scatter reads an operand and updates of one type".into());
-        }
+        let (idx, u) = (idx.data(), u.data());
+        self.scatter_into(target.data_mut(), idx, u)?;
         Ok(Value::owned(target))
     }
 }

@@ -78,35 +78,122 @@ fn for_each_row(
 /// Start indices from scalar operands (or one vector, the seed's form),
 /// clamped so the block fits.
 fn starts(values: &[Value<'_>], dims: &[usize], sizes: &[usize]) -> Result<Vec<usize>, String> {
-    let raw: Vec<i128> = match values {
-        [v] if v.array().is_some_and(|a| a.dims().len() == 1) => {
-            let a = v.array().ok_or("start indices must be arrays")?;
-            (0..a.element_count())
-                .map(|i| a.data().scalar(i).as_i128())
-                .collect()
-        }
-        scalars => scalars
-            .iter()
-            .map(|v| {
-                v.array()
-                    .filter(|a| a.element_count() == 1)
-                    .map(|a| a.data().scalar(0).as_i128())
-            })
-            .collect::<Option<_>>()
-            .ok_or("start indices must be scalars")?,
-    };
-    if raw.len() != dims.len() {
-        return Err(format!(
-            "{} start indices for rank {}",
-            raw.len(),
-            dims.len()
-        ));
-    }
-    Ok(raw
+    let arrays = values
         .iter()
-        .zip(dims.iter().zip(sizes))
-        .map(|(&s, (&n, &size))| s.clamp(0, n.saturating_sub(size) as i128) as usize)
-        .collect())
+        .map(|v| v.array().map(ArrayLiteral::data))
+        .collect::<Option<Vec<_>>>()
+        .ok_or("start indices must be arrays")?;
+    let mut out = Vec::with_capacity(dims.len());
+    clamped_starts(&arrays, dims, sizes, &mut out)?;
+    Ok(out)
+}
+
+/// Start indices from one-element arrays, one per dimension (or one
+/// vector of them, the seed's form), each clamped into `[0, dim - size]`
+/// so the block fits, into `out`.
+pub(crate) fn clamped_starts(
+    values: &[&ArrayData],
+    dims: &[usize],
+    sizes: &[usize],
+    out: &mut Vec<usize>,
+) -> Result<(), String> {
+    let vector = match values {
+        [v] if dims.len() != 1 || v.len() != 1 => Some(*v),
+        _ => None,
+    };
+    let count = vector.map_or(values.len(), |v| v.len());
+    if count != dims.len() || sizes.len() != dims.len() {
+        return Err(format!("{count} start indices for rank {}", dims.len()));
+    }
+    out.clear();
+    for d in 0..count {
+        let raw = match vector {
+            Some(v) => v.scalar(d).as_i128(),
+            None if values[d].len() == 1 => values[d].scalar(0).as_i128(),
+            None => return Err("start indices must be scalars".into()),
+        };
+        out.push(raw.clamp(0, dims[d].saturating_sub(sizes[d]) as i128) as usize);
+    }
+    Ok(())
+}
+
+/// Copies the block of dimensions `sizes` at `start` of `src` (row-major
+/// strides `strides`) into `out`; false if the types or lengths disagree.
+pub(crate) fn slice_into(
+    src: &ArrayData,
+    strides: &[usize],
+    sizes: &[usize],
+    start: &[usize],
+    out: &mut ArrayData,
+) -> bool {
+    fn go<T: NativeType>(
+        o: &mut [T],
+        src: &ArrayData,
+        strides: &[usize],
+        sizes: &[usize],
+        start: &[usize],
+    ) -> bool {
+        let Some(src) = T::slice(src) else {
+            return false;
+        };
+        if o.len() != sizes.iter().product::<usize>()
+            || !block_fits(src.len(), strides, sizes, start)
+        {
+            return false;
+        }
+        let row = sizes.last().copied().unwrap_or(1);
+        for_each_row(sizes, start, strides, |b, a| {
+            o[b..b + row].copy_from_slice(&src[a..a + row])
+        });
+        true
+    }
+    with_array_data!(out, o => go(o, src, strides, sizes, start))
+}
+
+/// Writes `update` (dimensions `sizes`) into `dst` (row-major strides
+/// `strides`) at `start`; false if the types or lengths disagree.
+pub(crate) fn update_into(
+    dst: &mut ArrayData,
+    strides: &[usize],
+    update: &ArrayData,
+    sizes: &[usize],
+    start: &[usize],
+) -> bool {
+    fn go<T: NativeType>(
+        d: &mut [T],
+        update: &ArrayData,
+        strides: &[usize],
+        sizes: &[usize],
+        start: &[usize],
+    ) -> bool {
+        let Some(u) = T::slice(update) else {
+            return false;
+        };
+        if u.len() != sizes.iter().product::<usize>() || !block_fits(d.len(), strides, sizes, start)
+        {
+            return false;
+        }
+        let row = sizes.last().copied().unwrap_or(1);
+        for_each_row(sizes, start, strides, |b, a| {
+            d[a..a + row].copy_from_slice(&u[b..b + row])
+        });
+        true
+    }
+    with_array_data!(dst, d => go(d, update, strides, sizes, start))
+}
+
+/// Whether a block of `sizes` at `start` ends inside an array of `len`
+/// elements with row-major `strides` (so its rows can be indexed freely).
+fn block_fits(len: usize, strides: &[usize], sizes: &[usize], start: &[usize]) -> bool {
+    if sizes.contains(&0) {
+        return true;
+    }
+    let last: usize = strides
+        .iter()
+        .zip(sizes.iter().zip(start))
+        .map(|(t, (n, s))| (n - 1 + s) * t)
+        .sum();
+    strides.len() == sizes.len() && start.len() == sizes.len() && last < len
 }
 
 pub(crate) struct DynamicSliceKernel {
