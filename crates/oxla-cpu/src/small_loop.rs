@@ -136,22 +136,31 @@ struct Indexed {
 }
 
 enum IndexKind {
-    /// Operands: the array, then its start indices. `strides` are the
-    /// array's (row-major), `dims` its dimensions, `sizes` the slice's.
-    DynamicSlice {
-        dims: Vec<usize>,
-        strides: Vec<usize>,
-        sizes: Vec<usize>,
-    },
-    /// Operands: the array, the update (of dimensions `sizes`), then the
-    /// start indices.
-    DynamicUpdateSlice {
-        dims: Vec<usize>,
-        strides: Vec<usize>,
-        sizes: Vec<usize>,
-    },
+    /// Operands: the array, then its start indices.
+    DynamicSlice(Block),
+    /// Operands: the array, the update (the block), then the start indices.
+    DynamicUpdateSlice(Block),
     /// Operands: the array, the indices, the updates.
     Scatter(ScatterKernel),
+}
+
+/// A block of an array placed at run-time starts.
+struct Block {
+    /// The array's dimensions and row-major strides.
+    dims: Vec<usize>,
+    strides: Vec<usize>,
+    /// The block's dimensions.
+    sizes: Vec<usize>,
+}
+
+impl Block {
+    fn new(dims: Vec<usize>, sizes: Vec<usize>) -> Block {
+        Block {
+            strides: row_major(&dims),
+            dims,
+            sizes,
+        }
+    }
 }
 
 /// Scratch space a run reuses.
@@ -1140,21 +1149,17 @@ impl Compiler {
                 let array = operand(0)?;
                 let dims = array.dims_usize();
                 let kind = match instr.opcode {
-                    Opcode::DynamicSlice => IndexKind::DynamicSlice {
-                        strides: row_major(&dims),
-                        sizes: shape.dims_usize(),
-                        dims,
-                    },
-                    Opcode::DynamicUpdateSlice => IndexKind::DynamicUpdateSlice {
-                        strides: row_major(&dims),
-                        sizes: operand(1)?.dims_usize(),
-                        dims,
-                    },
+                    Opcode::DynamicSlice => {
+                        IndexKind::DynamicSlice(Block::new(dims, shape.dims_usize()))
+                    }
+                    Opcode::DynamicUpdateSlice => {
+                        IndexKind::DynamicUpdateSlice(Block::new(dims, operand(1)?.dims_usize()))
+                    }
                     // One operand, one indices array, one updates array.
                     _ if regs.len() == 3 => IndexKind::Scatter(plan_scatter(module, comp, instr)?),
                     _ => return None,
                 };
-                let keeps_shape = !matches!(kind, IndexKind::DynamicSlice { .. });
+                let keeps_shape = !matches!(kind, IndexKind::DynamicSlice(_));
                 if array.element_type() != ty
                     || (keeps_shape && array.dims() != shape.dims())
                     || regs.len() > MAX_RANK + 2
@@ -1570,23 +1575,13 @@ fn indexed(ix: &Indexed, frame: &mut Frame, starts: &mut Vec<usize>) -> Result<b
         *slot = get(a)?;
     }
     let done = match &ix.kind {
-        IndexKind::DynamicSlice {
-            dims,
-            strides,
-            sizes,
-        } => {
-            let rest = ix.args.get(1..).unwrap_or(&[]);
-            starts_of(rest, lo, hi, dims, sizes, starts)?;
-            slice_into(args[0], strides, sizes, starts, o)
+        IndexKind::DynamicSlice(b) => {
+            starts_of(ix.args.get(1..).unwrap_or(&[]), lo, hi, b, starts)?;
+            slice_into(args[0], &b.strides, &b.sizes, starts, o)
         }
-        IndexKind::DynamicUpdateSlice {
-            dims,
-            strides,
-            sizes,
-        } => {
-            let rest = ix.args.get(2..).unwrap_or(&[]);
-            starts_of(rest, lo, hi, dims, sizes, starts)?;
-            copy_into(o, args[0]) && update_into(o, strides, args[1], sizes, starts)
+        IndexKind::DynamicUpdateSlice(b) => {
+            starts_of(ix.args.get(2..).unwrap_or(&[]), lo, hi, b, starts)?;
+            copy_into(o, args[0]) && update_into(o, &b.strides, args[1], &b.sizes, starts)
         }
         IndexKind::Scatter(k) => {
             copy_into(o, args[0]) && {
@@ -1604,13 +1599,13 @@ fn indexed(ix: &Indexed, frame: &mut Frame, starts: &mut Vec<usize>) -> Result<b
     Ok(done)
 }
 
-/// Reads the start-index registers `regs` (around the result) into `out`, clamped.
+/// Reads the start-index registers `regs` (around the result) of block
+/// `b` into `out`, clamped.
 fn starts_of(
     regs: &[Reg],
     lo: &[ArrayData],
     hi: &[ArrayData],
-    dims: &[usize],
-    sizes: &[usize],
+    b: &Block,
     out: &mut Vec<usize>,
 ) -> Result<(), String> {
     let mut values: [&ArrayData; MAX_RANK] = [&EMPTY; MAX_RANK];
@@ -1620,7 +1615,7 @@ fn starts_of(
     for (slot, &r) in values.iter_mut().zip(regs) {
         *slot = beside(lo, hi, r).ok_or("a start index that is also the result")?;
     }
-    clamped_starts(&values[..regs.len()], dims, sizes, out)
+    clamped_starts(&values[..regs.len()], &b.dims, &b.sizes, out)
 }
 
 /// Runs one operation into its result `o`, the registers before it `r.0`

@@ -915,12 +915,6 @@ impl Kernel for ScatterKernel {
         if inputs.len() != 3 {
             return Err("scatter reads an operand, indices and updates".into());
         }
-        let (Some(idx), Some(u)) = (inputs[1].array(), inputs[2].array()) else {
-            return Err("scatter reads arrays".into());
-        };
-        if !has_dims(idx, &self.starts.dims) || !has_dims(u, &self.u_dims) {
-            return Err("scatter reads indices and updates of their declared shapes".into());
-        }
         // The operand's own buffer when nothing else holds it, else a copy.
         let mut target = match std::mem::replace(&mut inputs[0], Value::Token) {
             Value::Array(Buf::Own(a)) => {
@@ -935,6 +929,9 @@ impl Kernel for ScatterKernel {
         let (Some(idx), Some(u)) = (inputs[1].array(), inputs[2].array()) else {
             return Err("scatter reads arrays".into());
         };
+        if !has_dims(idx, &self.starts.dims) || !has_dims(u, &self.u_dims) {
+            return Err("scatter reads indices and updates of their declared shapes".into());
+        }
         let (idx, u) = (idx.data(), u.data());
         self.scatter_into(target.data_mut(), idx, u)?;
         Ok(Value::owned(target))

@@ -199,6 +199,7 @@ fn block_fits(len: usize, strides: &[usize], sizes: &[usize], start: &[usize]) -
 pub(crate) struct DynamicSliceKernel {
     ty: PrimitiveType,
     dims: Vec<usize>,
+    strides: Vec<usize>,
     sizes: Vec<usize>,
 }
 
@@ -207,26 +208,18 @@ pub(crate) fn plan_dynamic_slice(
     instr: &HloInstruction,
 ) -> Option<DynamicSliceKernel> {
     let out = instr.shape.as_array()?;
+    let dims = array_dims(comp, instr, 0)?;
     Some(DynamicSliceKernel {
         ty: out.element_type(),
-        dims: array_dims(comp, instr, 0)?,
+        strides: row_major(&dims),
+        dims,
         sizes: out.dims_usize(),
     })
 }
 
-fn slice_block<T: NativeType>(
-    src: &[T],
-    k: &DynamicSliceKernel,
-    start: &[usize],
-    pool: &Pool,
-) -> Vec<T> {
-    let n: usize = k.sizes.iter().product();
-    let mut out = pool.take::<T>(n);
-    let row = k.sizes.last().copied().unwrap_or(1);
-    for_each_row(&k.sizes, start, &row_major(&k.dims), |o, i| {
-        out[o..o + row].copy_from_slice(&src[i..i + row])
-    });
-    out
+/// `n` elements of `like`'s type from the pool, values unspecified.
+fn take_like<T: NativeType>(_like: &[T], n: usize, pool: &Pool) -> ArrayData {
+    T::wrap(pool.take::<T>(n))
 }
 
 impl Kernel for DynamicSliceKernel {
@@ -243,8 +236,11 @@ impl Kernel for DynamicSliceKernel {
             .filter(|a| has_dims(a, &self.dims))
             .ok_or("dynamic-slice reads an array of its operand's shape")?;
         let start = starts(rest, &self.dims, &self.sizes)?;
-        let data: ArrayData =
-            with_array_data!(x.data(), v => NativeType::wrap(slice_block(v, self, &start, pool)));
+        let n = self.sizes.iter().product();
+        let mut data = with_array_data!(x.data(), v => take_like(v, n, pool));
+        if !slice_into(x.data(), &self.strides, &self.sizes, &start, &mut data) {
+            return Err("dynamic-slice reads an array of its operand's shape".into());
+        }
         let shape = ArrayShape::new(
             self.ty,
             self.sizes.iter().map(|&d| d as i64).collect::<Vec<_>>(),
@@ -258,6 +254,7 @@ impl Kernel for DynamicSliceKernel {
 
 pub(crate) struct DynamicUpdateSliceKernel {
     dims: Vec<usize>,
+    strides: Vec<usize>,
     update: Vec<usize>,
 }
 
@@ -265,25 +262,12 @@ pub(crate) fn plan_dynamic_update_slice(
     comp: &HloComputation,
     instr: &HloInstruction,
 ) -> Option<DynamicUpdateSliceKernel> {
+    let dims = array_dims(comp, instr, 0)?;
     Some(DynamicUpdateSliceKernel {
-        dims: array_dims(comp, instr, 0)?,
+        strides: row_major(&dims),
+        dims,
         update: array_dims(comp, instr, 1)?,
     })
-}
-
-fn update_block<T: NativeType>(
-    dst: &mut ArrayData,
-    update: &ArrayData,
-    k: &DynamicUpdateSliceKernel,
-    start: &[usize],
-) -> Option<()> {
-    let dst = T::slice_mut(dst)?;
-    let src = T::slice(update)?;
-    let row = k.update.last().copied().unwrap_or(1);
-    for_each_row(&k.update, start, &row_major(&k.dims), |u, o| {
-        dst[o..o + row].copy_from_slice(&src[u..u + row])
-    });
-    Some(())
 }
 
 impl Kernel for DynamicUpdateSliceKernel {
@@ -311,9 +295,15 @@ impl Kernel for DynamicUpdateSliceKernel {
         if !has_dims(&target, &self.dims) {
             return Err("dynamic-update-slice reads an operand of its declared shape".into());
         }
-        let ty = target.element_type();
-        oxla_hlo::with_native_type!(ty, T => update_block::<T>(target.data_mut(), update.data(), self, &start))
-            .ok_or("dynamic-update-slice operands of different types")?;
+        if !update_into(
+            target.data_mut(),
+            &self.strides,
+            update.data(),
+            &self.update,
+            &start,
+        ) {
+            return Err("dynamic-update-slice operands of different types".into());
+        }
         Ok(Value::owned(target))
     }
 }
