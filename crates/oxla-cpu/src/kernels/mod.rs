@@ -64,6 +64,7 @@ pub(crate) mod stream;
 pub(crate) mod svd;
 pub(crate) mod tiled;
 pub(crate) mod topk;
+pub(crate) mod tridiagonal;
 pub(crate) mod typed;
 pub(crate) mod view;
 pub(crate) mod window;

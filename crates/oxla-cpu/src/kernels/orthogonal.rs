@@ -7,12 +7,21 @@
 //! of the matrix with two matrix products. The eigenproblem reduces the
 //! matrix to tridiagonal form with reflectors, accumulates them with the
 //! same blocked `orgqr`, and diagonalises the tridiagonal matrix by
-//! implicit QL iterations with Wilkinson shifts, rotating eigenvector rows.
+//! divide and conquer ([`stedc`]), or when small by implicit QL iterations
+//! with Wilkinson shifts, rotating eigenvector rows.
 
 use super::dense::{Operand, Real, dot, product};
+use super::tridiagonal::stedc;
 
 /// Columns per panel of the blocked QR.
 const PANEL: usize = 32;
+
+/// Matrices larger than this are diagonalised by divide and conquer
+/// ([`stedc`]), smaller ones by QL.
+const DIVIDE_MIN: usize = 32;
+
+/// Trailing matrices from this size are reduced on two threads.
+const PARALLEL_TRIDIAGONAL: usize = 384;
 
 /// QL iterations per eigenvalue before `syevd` gives up (as EISPACK).
 const MAX_ITERATIONS: usize = 30;
@@ -230,6 +239,39 @@ pub(crate) fn orgqr<T: Real>(
     q
 }
 
+/// `C = Q C` with `Q = H(1) ... H(k)` from the reflectors below the
+/// diagonal of the first `k` columns of `a` (`m x ld`, row stride `ld`)
+/// and `tau` (LAPACK's `ormqr`, left side, no transpose), `C` the `m x
+/// cols` block at (`row`, `col`) of `c` (row stride `ldc`).
+#[allow(clippy::too_many_arguments)]
+fn apply_q<T: Real>(
+    a: &[T],
+    ld: usize,
+    tau: &[T],
+    m: usize,
+    k: usize,
+    c: &mut [T],
+    ldc: usize,
+    (row, col): (usize, usize),
+    cols: usize,
+) {
+    if k == 0 || k > m || k > ld || a.len() < m * ld || tau.len() < k {
+        return;
+    }
+    let mut j0 = (k - 1) / PANEL * PANEL;
+    loop {
+        let jb = PANEL.min(k - j0);
+        let rows = m - j0;
+        let v = explicit_v(a, ld, j0, j0, rows, jb);
+        let t = block_factor(&v, rows, jb, &tau[j0..j0 + jb]);
+        apply_block(c, ldc, (row + j0, col), (rows, cols), &v, &t, jb, false);
+        if j0 == 0 {
+            break;
+        }
+        j0 -= PANEL;
+    }
+}
+
 #[inline(always)]
 fn hypot<T: Real>(a: T, b: T) -> T {
     T::hypot(a, b)
@@ -259,16 +301,15 @@ fn syevd_body<T: Real, const WIDE: bool>(
     w: &mut [T],
     converged: &mut bool,
 ) {
-    // The symmetric matrix, whole.
+    // The lower triangle of the symmetric matrix (row i, columns ..= i):
+    // everything below reads and updates only that half, row by row.
     let mut s = vec![T::ZERO; n * n];
     for i in 0..n {
         for j in 0..=i {
-            let v = if lower { a[i * n + j] } else { a[j * n + i] };
-            s[i * n + j] = v;
-            s[j * n + i] = v;
+            s[i * n + j] = if lower { a[i * n + j] } else { a[j * n + i] };
         }
     }
-    // Tridiagonal reduction: reflector k maps row (and column) k right of
+    // Tridiagonal reduction (`sytd2`): reflector k maps column k below
     // the diagonal onto its first element. Its vector goes to column k of
     // `vs` ((n-1) x (n-1), below the diagonal) for `orgqr`.
     let d = w;
@@ -277,52 +318,94 @@ fn syevd_body<T: Real, const WIDE: bool>(
     let mut vs = vec![T::ZERO; m1 * m1];
     let mut taus = vec![T::ZERO; m1];
     let mut p = vec![T::ZERO; n];
+    let mut p2 = vec![T::ZERO; n];
+    let mut v = vec![T::ZERO; n];
     for k in 0..n.saturating_sub(2) {
         let len = n - k - 1;
-        let row = k * n + k + 1;
-        let alpha = s[row];
-        let (tau, beta) = reflector(alpha, &mut s[row + 1..row + len]);
+        let v = &mut v[..len];
+        for (i, x) in v.iter_mut().enumerate() {
+            *x = s[(k + 1 + i) * n + k];
+        }
+        let (tau, beta) = reflector(v[0], &mut v[1..]);
+        v[0] = T::ONE;
         d[k] = s[k * n + k];
         e[k] = beta;
         taus[k] = tau;
-        let mut v = Vec::with_capacity(len);
-        v.push(T::ONE);
-        v.extend_from_slice(&s[row + 1..row + len]);
         for (i, &x) in v.iter().enumerate().skip(1) {
             vs[(k + i) * m1 + k] = x;
         }
         if tau == T::ZERO {
             continue;
         }
-        // A22 = H A22 H with H = I - tau v v^T: p = tau A22 v,
-        // w = p - (tau/2)(p.v) v, A22 -= v w^T + w v^T.
+        // A22 = H A22 H with H = I - tau v v^T: p = tau A22 v (each
+        // stored row i gives A22[i][..i] . v[..i] to p[i] and
+        // A22[i][..i] v[i] to p[..i]), w = p - (tau/2)(p.v) v,
+        // A22 -= v w^T + w v^T.
         let base = (k + 1) * n + k + 1;
         let p = &mut p[..len];
-        for (i, pi) in p.iter_mut().enumerate() {
-            let r = base + i * n;
-            *pi = tau * dot(&s[r..r + len], &v);
+        p.fill(T::ZERO);
+        // Large trailing matrices on two threads, split at equal areas of
+        // the triangle (each half then fits its core's cache).
+        let split = if len >= PARALLEL_TRIDIAGONAL {
+            len * 7 / 10
+        } else {
+            len
+        };
+        if split < len {
+            let other = &mut p2[..len];
+            other.fill(T::ZERO);
+            let shared = &s[..];
+            rayon::join(
+                || symv_dispatch(shared, n, base, (0, split), v, p),
+                || symv_dispatch(shared, n, base + split * n, (split, len), v, other),
+            );
+            for (x, &y) in p.iter_mut().zip(other.iter()) {
+                *x = *x + y;
+            }
+        } else {
+            symv_rows::<T, WIDE>(&s, n, base, (0, len), v, p);
+        }
+        for pi in p.iter_mut() {
+            *pi = *pi * tau;
         }
         let half = T::from_f64(0.5);
-        let kk = -half * tau * dot(p, &v);
-        for (pi, &vi) in p.iter_mut().zip(&v) {
+        let kk = -half * tau * dot(p, v);
+        for (pi, &vi) in p.iter_mut().zip(v.iter()) {
             *pi = *pi + kk * vi;
         }
-        for i in 0..len {
-            let (vi, wi) = (v[i], p[i]);
-            let r = base + i * n;
-            for ((x, &vj), &wj) in s[r..r + len].iter_mut().zip(&v).zip(p.iter()) {
-                *x = *x - vi * wj - wi * vj;
-            }
+        let w = &*p;
+        if split < len {
+            let (top, bottom) = s.split_at_mut(base + split * n);
+            rayon::join(
+                || rank2_dispatch(top, n, base, (0, split), v, w),
+                || rank2_dispatch(bottom, n, 0, (split, len), v, w),
+            );
+        } else {
+            rank2_rows::<T, WIDE>(&mut s, n, base, (0, len), v, w);
         }
     }
     if n >= 2 {
         d[n - 2] = s[(n - 2) * n + n - 2];
-        e[n - 2] = s[(n - 2) * n + n - 1];
+        e[n - 2] = s[(n - 1) * n + n - 2];
     }
     d[n - 1] = s[(n - 1) * n + n - 1];
-    // Q = diag(1, Q'), Q' from the reflectors; zt = Q^T (rows are the
-    // eigenvector estimates, so rotations run along rows).
+    if n > DIVIDE_MIN {
+        // Divide and conquer: the tridiagonal matrix's eigenvectors V
+        // (ascending already), then A's: diag(1, Q') V, the reflectors
+        // applied to V's rows 1.. directly.
+        let Some(mut v) = stedc(d, &e) else {
+            *converged = false;
+            return;
+        };
+        apply_q(&vs, m1, &taus, m1, n - 2, &mut v, n, (1, 0), n);
+        a[..n * n].copy_from_slice(&v);
+        *converged = true;
+        return;
+    }
+    // Q = diag(1, Q'), Q' from the reflectors.
     let q = orgqr(&vs, m1, &taus, m1, m1, n.saturating_sub(2));
+    // Small: QL, its rotations along the rows of zt = Q^T (the
+    // eigenvector estimates).
     let mut zt = vec![T::ZERO; n * n];
     zt[0] = T::ONE;
     for i in 0..m1 {
@@ -352,13 +435,64 @@ fn syevd_body<T: Real, const WIDE: bool>(
     }
 }
 
+// The reduction's row loops, compiled for the CPU's vectors, for calls
+// from the threads of a parallel step.
+dispatched!(symv_dispatch<T: Real> => symv_rows(s: &[T], n: usize, at: usize, rows: (usize, usize), v: &[T], p: &mut [T]));
+dispatched!(rank2_dispatch<T: Real> => rank2_rows(s: &mut [T], n: usize, at: usize, rows: (usize, usize), v: &[T], w: &[T]));
+
+/// `p += A v` over rows `r0..r1` of the symmetric matrix `A` whose lower
+/// triangle is stored row by row with stride `n`, row `r0` at `at` of `s`:
+/// each row `i` gives `A[i][..i] . v[..i] + A[i][i] v[i]` to `p[i]` and
+/// `A[i][..i] v[i]` to `p[..i]`.
+#[inline(always)]
+fn symv_rows<T: Real, const WIDE: bool>(
+    s: &[T],
+    n: usize,
+    at: usize,
+    (r0, r1): (usize, usize),
+    v: &[T],
+    p: &mut [T],
+) {
+    for i in r0..r1 {
+        let start = at + (i - r0) * n;
+        let (head, diagonal) = s[start..start + i + 1].split_at(i);
+        let vi = v[i];
+        let (before, rest) = p.split_at_mut(i);
+        rest[0] = rest[0] + dot(head, &v[..i]) + diagonal[0] * vi;
+        for (pj, &x) in before.iter_mut().zip(head) {
+            *pj = *pj + x * vi;
+        }
+    }
+}
+
+/// `A -= v w^T + w v^T` on rows `r0..r1` of the lower triangle stored as
+/// for [`symv_rows`].
+#[inline(always)]
+fn rank2_rows<T: Real, const WIDE: bool>(
+    s: &mut [T],
+    n: usize,
+    at: usize,
+    (r0, r1): (usize, usize),
+    v: &[T],
+    w: &[T],
+) {
+    for i in r0..r1 {
+        let start = at + (i - r0) * n;
+        let (vi, wi) = (v[i], w[i]);
+        let row = &mut s[start..start + i + 1];
+        for ((x, &vj), &wj) in row.iter_mut().zip(&v[..=i]).zip(&w[..=i]) {
+            *x = *x - vi * wj - wi * vj;
+        }
+    }
+}
+
 /// Implicit QL with Wilkinson shifts on the symmetric tridiagonal matrix
 /// with diagonal `d` and off-diagonal `e` (`e[i]` couples `i` and `i + 1`;
 /// `e[n - 1]` unused): `d` becomes the eigenvalues, and every rotation of
 /// rows `i`, `i + 1` of the eigenproblem is applied to rows `i`, `i + 1`
 /// of `zt`. Returns `false` if some eigenvalue did not converge.
 #[inline(always)]
-fn tridiagonal_ql<T: Real>(d: &mut [T], e: &mut [T], zt: &mut [T], n: usize) -> bool {
+pub(crate) fn tridiagonal_ql<T: Real>(d: &mut [T], e: &mut [T], zt: &mut [T], n: usize) -> bool {
     let two = T::from_f64(2.0);
     if n > 0 {
         e[n - 1] = T::ZERO;
@@ -525,7 +659,7 @@ mod tests {
 
     #[test]
     fn eigh_diagonalises() {
-        for &n in &[1usize, 2, 3, 10, 47, 90] {
+        for &n in &[1usize, 2, 3, 10, 33, 47, 90, 150] {
             let g = matrix(n, n, n as u64 + 3);
             let sym: Vec<f64> = (0..n * n)
                 .map(|k| (g[k] + g[(k % n) * n + k / n]) / 2.0)
@@ -555,6 +689,25 @@ mod tests {
                 assert!(max_diff(&gram, &identity(n)) < 1e-12, "{n}: V^T V");
             }
         }
+        // Large enough for the reduction's two-thread steps.
+        let n = PARALLEL_TRIDIAGONAL + 20;
+        let g = matrix(n, n, 11);
+        let sym: Vec<f64> = (0..n * n)
+            .map(|k| (g[k] + g[(k % n) * n + k / n]) / 2.0)
+            .collect();
+        let mut a = sym.clone();
+        let mut w = vec![0.0; n];
+        assert!(syevd(&mut a, n, true, &mut w));
+        let av = matmul(&sym, &a, n, n, n);
+        let mut vw = a.clone();
+        for i in 0..n {
+            for j in 0..n {
+                vw[i * n + j] *= w[j];
+            }
+        }
+        assert!(max_diff(&av, &vw) < 1e-11, "{n}: A V = V W");
+        let gram = matmul(&transpose(&a, n, n), &a, n, n, n);
+        assert!(max_diff(&gram, &identity(n)) < 1e-11, "{n}: V^T V");
         // Repeated eigenvalues, and a matrix that is already diagonal.
         let mut a = vec![2.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 2.0];
         let mut w = vec![0.0; 3];
