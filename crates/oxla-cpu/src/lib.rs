@@ -58,19 +58,35 @@ pub fn compile(module: &HloModule) -> CpuResult<CpuExecutable> {
     })
 }
 
-/// Whether any array in the module is big enough for a kernel to split it.
+/// Whether any array in the module is big enough for a kernel to split it,
+/// or a LAPACK routine works on matrices big enough for its matrix
+/// products and divide-and-conquer halves to run on several threads.
 fn has_parallel_work(module: &HloModule) -> bool {
-    module
-        .computations()
-        .iter()
-        .flat_map(|c| c.instructions())
-        .any(|i| {
-            i.shape.leaves().iter().any(|a| {
-                a.element_count()
-                    .is_ok_and(|n| n >= kernels::fused::PARALLEL_MIN)
-            })
+    let big = |shape: &oxla_hlo::Shape, min: usize| {
+        shape
+            .leaves()
+            .iter()
+            .any(|a| a.element_count().is_ok_and(|n| n >= min))
+    };
+    module.computations().iter().any(|c| {
+        c.instructions().iter().any(|i| {
+            let lapack = i.opcode == oxla_hlo::Opcode::CustomCall
+                && i.attrs
+                    .custom_call_target
+                    .as_deref()
+                    .is_some_and(|t| t.starts_with("lapack_"));
+            big(&i.shape, kernels::fused::PARALLEL_MIN)
+                || (lapack
+                    && i.operands
+                        .iter()
+                        .any(|&o| big(&c.instruction(o).shape, LAPACK_PARALLEL_MIN)))
         })
+    })
 }
+
+/// Elements of a LAPACK operand (128 x 128) from which the execution
+/// enters the thread pool.
+const LAPACK_PARALLEL_MIN: usize = 1 << 14;
 
 impl CpuExecutable {
     /// The module as compiled (after the optimisation passes).

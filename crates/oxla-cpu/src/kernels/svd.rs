@@ -230,16 +230,94 @@ fn swap_rows<T>(x: &mut [T], len: usize, i: usize, j: usize) {
     top[i * len..i * len + len].swap_with_slice(&mut bottom[..len]);
 }
 
-/// Rows `i < j` of `x` (rows of `len`): `(x_i, x_j) <- (x_i c + x_j s,
-/// x_j c - x_i s)`.
+/// One step of a factor's row transformations: rows `i < j` rotated,
+/// `(x_i, x_j) <- (x_i c + x_j s, x_j c - x_i s)`, or with `i == j` row
+/// `i` negated.
+#[derive(Clone, Copy)]
+struct Rotation<T> {
+    i: u32,
+    j: u32,
+    c: T,
+    s: T,
+}
+
+/// The rotations of the QR iterations, recorded as they are made and
+/// applied to `U^T` and `V^T` in batches, the two factors on two threads
+/// (the scalar recurrence that makes them never reads the factors).
+struct Recorder<'a, T> {
+    ut: &'a mut [T],
+    m: usize,
+    vt: &'a mut [T],
+    n: usize,
+    left: Vec<Rotation<T>>,
+    right: Vec<Rotation<T>>,
+}
+
+/// Rotations recorded before a batch is applied.
+const BATCH: usize = 1 << 15;
+
+impl<T: Real> Recorder<'_, T> {
+    fn left(&mut self, i: usize, j: usize, c: T, s: T) {
+        self.left.push(Rotation {
+            i: i as u32,
+            j: j as u32,
+            c,
+            s,
+        });
+        if self.left.len() >= BATCH {
+            self.flush();
+        }
+    }
+
+    fn right(&mut self, i: usize, j: usize, c: T, s: T) {
+        self.right.push(Rotation {
+            i: i as u32,
+            j: j as u32,
+            c,
+            s,
+        });
+        if self.right.len() >= BATCH {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        let (ut, m, left) = (&mut *self.ut, self.m, &self.left);
+        let (vt, n, right) = (&mut *self.vt, self.n, &self.right);
+        if left.len() + right.len() >= 256 && m * left.len() + n * right.len() >= 1 << 18 {
+            rayon::join(
+                || apply_dispatch(ut, m, left),
+                || apply_dispatch(vt, n, right),
+            );
+        } else {
+            apply_dispatch(ut, m, left);
+            apply_dispatch(vt, n, right);
+        }
+        self.left.clear();
+        self.right.clear();
+    }
+}
+
+// The rotations' loops, compiled for the CPU's vectors.
+dispatched!(apply_dispatch<T: Real> => apply_body(x: &mut [T], len: usize, rotations: &[Rotation<T>]));
+
 #[inline(always)]
-fn rotate<T: Real>(x: &mut [T], len: usize, i: usize, j: usize, c: T, s: T) {
-    let (top, bottom) = x.split_at_mut(j * len);
-    let xi = &mut top[i * len..i * len + len];
-    for (y, z) in xi.iter_mut().zip(&mut bottom[..len]) {
-        let (yv, zv) = (*y, *z);
-        *y = yv * c + zv * s;
-        *z = zv * c - yv * s;
+fn apply_body<T: Real, const WIDE: bool>(x: &mut [T], len: usize, rotations: &[Rotation<T>]) {
+    for r in rotations {
+        let (i, j) = (r.i as usize, r.j as usize);
+        if i == j {
+            for v in &mut x[i * len..i * len + len] {
+                *v = -*v;
+            }
+            continue;
+        }
+        let (top, bottom) = x.split_at_mut(j * len);
+        let xi = &mut top[i * len..i * len + len];
+        for (y, z) in xi.iter_mut().zip(&mut bottom[..len]) {
+            let (yv, zv) = (*y, *z);
+            *y = yv * r.c + zv * r.s;
+            *z = zv * r.c - yv * r.s;
+        }
     }
 }
 
@@ -248,7 +326,6 @@ fn rotate<T: Real>(x: &mut [T], len: usize, i: usize, j: usize, c: T, s: T) {
 /// `e[0]` is zero): `w` becomes the singular values (non-negative), the
 /// left rotations are applied to the first `n` rows of `ut` (rows of
 /// `m`), the right ones to the rows of `vt` (rows of `n`).
-#[inline(always)]
 fn diagonalize<T: Real>(
     w: &mut [T],
     e: &mut [T],
@@ -257,6 +334,22 @@ fn diagonalize<T: Real>(
     vt: &mut [T],
     n: usize,
 ) -> bool {
+    let mut factors = Recorder {
+        ut,
+        m,
+        vt,
+        n,
+        left: Vec::new(),
+        right: Vec::new(),
+    };
+    let converged = iterate(w, e, &mut factors, n);
+    factors.flush();
+    converged
+}
+
+/// The iterations of [`diagonalize`], their rotations recorded in
+/// `factors`.
+fn iterate<T: Real>(w: &mut [T], e: &mut [T], factors: &mut Recorder<'_, T>, n: usize) -> bool {
     let two = T::from_f64(2.0);
     let anorm = (0..n).fold(T::ZERO, |a, i| {
         let v = w[i].abs() + e[i].abs();
@@ -296,16 +389,14 @@ fn diagonalize<T: Real>(
                     w[i] = h;
                     c = g / h;
                     s = -f / h;
-                    rotate(ut, m, nm, i, c, s);
+                    factors.left(nm, i, c, s);
                 }
             }
             let z = w[k];
             if l == k {
                 if z < T::ZERO {
                     w[k] = -z;
-                    for x in &mut vt[k * n..k * n + n] {
-                        *x = -*x;
-                    }
+                    factors.right(k, k, T::ZERO, T::ZERO);
                 }
                 break;
             }
@@ -338,7 +429,7 @@ fn diagonalize<T: Real>(
                 g = g * c - x * s;
                 h = y * s;
                 y = y * c;
-                rotate(vt, n, j, i, c, s);
+                factors.right(j, i, c, s);
                 z = T::hypot(f, h);
                 w[j] = z;
                 if z != T::ZERO {
@@ -347,7 +438,7 @@ fn diagonalize<T: Real>(
                 }
                 f = c * g + s * y;
                 x = c * y - s * g;
-                rotate(ut, m, j, i, c, s);
+                factors.left(j, i, c, s);
             }
             e[l] = T::ZERO;
             e[k] = f;
