@@ -360,6 +360,13 @@ def eigh_256(a):
     return w, (v * w) @ v.T
 
 
+@workload("eigh_1024", lambda r: [(lambda g: (g + g.T) / 2)(normal(r, (1024, 1024)))], **LINALG,
+          note="jnp.linalg.eigh of symmetric f32[1024,1024] (syevd): values and V diag(w) V^T")
+def eigh_1024(a):
+    w, v = jnp.linalg.eigh(a)
+    return w, (v * w) @ v.T
+
+
 @workload("svd_256", lambda r: [normal(r, (256, 256))], **LINALG,
           note="jnp.linalg.svd of f32[256,256] (gesdd): values and U diag(s) V^T")
 def svd_256(a):
