@@ -561,10 +561,11 @@ pub(crate) fn tridiagonal_ql<T: Real>(d: &mut [T], e: &mut [T], zt: &mut [T], n:
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn matrix(m: usize, n: usize, seed: u64) -> Vec<f64> {
+    /// A seeded `m x n` matrix of values in [-1, 1).
+    pub(crate) fn matrix(m: usize, n: usize, seed: u64) -> Vec<f64> {
         let mut s = seed.wrapping_add(0x9e3779b97f4a7c15);
         (0..m * n)
             .map(|_| {
@@ -657,13 +658,33 @@ mod tests {
         assert_eq!(a[0], 2.0);
     }
 
+    /// A seeded symmetric `n x n` matrix.
+    fn symmetric(n: usize, seed: u64) -> Vec<f64> {
+        let g = matrix(n, n, seed);
+        (0..n * n)
+            .map(|k| (g[k] + g[(k % n) * n + k / n]) / 2.0)
+            .collect()
+    }
+
+    /// `A V = V diag(w)` and `V^T V = I` to within `tol`.
+    fn check_eigen(sym: &[f64], v: &[f64], w: &[f64], tol: f64) {
+        let n = w.len();
+        let av = matmul(sym, v, n, n, n);
+        let mut vw = v.to_vec();
+        for row in vw.chunks_exact_mut(n) {
+            for (x, &wj) in row.iter_mut().zip(w) {
+                *x *= wj;
+            }
+        }
+        assert!(max_diff(&av, &vw) < tol, "{n}: A V = V W");
+        let gram = matmul(&transpose(v, n, n), v, n, n, n);
+        assert!(max_diff(&gram, &identity(n)) < tol, "{n}: V^T V");
+    }
+
     #[test]
     fn eigh_diagonalises() {
         for &n in &[1usize, 2, 3, 10, 33, 47, 90, 150] {
-            let g = matrix(n, n, n as u64 + 3);
-            let sym: Vec<f64> = (0..n * n)
-                .map(|k| (g[k] + g[(k % n) * n + k / n]) / 2.0)
-                .collect();
+            let sym = symmetric(n, n as u64 + 3);
             for lower in [true, false] {
                 // Garbage in the triangle that is not read.
                 let mut a = sym.clone();
@@ -677,37 +698,16 @@ mod tests {
                 let mut w = vec![0.0; n];
                 assert!(syevd(&mut a, n, lower, &mut w));
                 assert!(w.windows(2).all(|p| p[0] <= p[1]));
-                let av = matmul(&sym, &a, n, n, n);
-                let mut vw = a.clone();
-                for i in 0..n {
-                    for j in 0..n {
-                        vw[i * n + j] *= w[j];
-                    }
-                }
-                assert!(max_diff(&av, &vw) < 1e-12, "{n}: A V = V W");
-                let gram = matmul(&transpose(&a, n, n), &a, n, n, n);
-                assert!(max_diff(&gram, &identity(n)) < 1e-12, "{n}: V^T V");
+                check_eigen(&sym, &a, &w, 1e-12);
             }
         }
         // Large enough for the reduction's two-thread steps.
         let n = PARALLEL_TRIDIAGONAL + 20;
-        let g = matrix(n, n, 11);
-        let sym: Vec<f64> = (0..n * n)
-            .map(|k| (g[k] + g[(k % n) * n + k / n]) / 2.0)
-            .collect();
+        let sym = symmetric(n, 11);
         let mut a = sym.clone();
         let mut w = vec![0.0; n];
         assert!(syevd(&mut a, n, true, &mut w));
-        let av = matmul(&sym, &a, n, n, n);
-        let mut vw = a.clone();
-        for i in 0..n {
-            for j in 0..n {
-                vw[i * n + j] *= w[j];
-            }
-        }
-        assert!(max_diff(&av, &vw) < 1e-11, "{n}: A V = V W");
-        let gram = matmul(&transpose(&a, n, n), &a, n, n, n);
-        assert!(max_diff(&gram, &identity(n)) < 1e-11, "{n}: V^T V");
+        check_eigen(&sym, &a, &w, 1e-11);
         // Repeated eigenvalues, and a matrix that is already diagonal.
         let mut a = vec![2.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 2.0];
         let mut w = vec![0.0; 3];

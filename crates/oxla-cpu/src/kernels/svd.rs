@@ -241,6 +241,19 @@ struct Rotation<T> {
     s: T,
 }
 
+impl<T> Rotation<T> {
+    /// Row indices fit in u32: a factor has as many rows as columns, and
+    /// 2^32 squared elements are far beyond any memory.
+    fn new(i: usize, j: usize, c: T, s: T) -> Rotation<T> {
+        Rotation {
+            i: i as u32,
+            j: j as u32,
+            c,
+            s,
+        }
+    }
+}
+
 /// The rotations of the QR iterations, recorded as they are made and
 /// applied to `U^T` and `V^T` in batches, the two factors on two threads
 /// (the scalar recurrence that makes them never reads the factors).
@@ -258,25 +271,17 @@ const BATCH: usize = 1 << 15;
 
 impl<T: Real> Recorder<'_, T> {
     fn left(&mut self, i: usize, j: usize, c: T, s: T) {
-        self.left.push(Rotation {
-            i: i as u32,
-            j: j as u32,
-            c,
-            s,
-        });
-        if self.left.len() >= BATCH {
-            self.flush();
-        }
+        self.left.push(Rotation::new(i, j, c, s));
+        self.flush_if_full();
     }
 
     fn right(&mut self, i: usize, j: usize, c: T, s: T) {
-        self.right.push(Rotation {
-            i: i as u32,
-            j: j as u32,
-            c,
-            s,
-        });
-        if self.right.len() >= BATCH {
+        self.right.push(Rotation::new(i, j, c, s));
+        self.flush_if_full();
+    }
+
+    fn flush_if_full(&mut self) {
+        if self.left.len().max(self.right.len()) >= BATCH {
             self.flush();
         }
     }

@@ -545,16 +545,10 @@ fn model_root(s: &Sums, tau: f64, pole_a: f64, pole_b: f64, last: bool) -> Optio
 mod tests {
     use super::*;
 
+    use crate::kernels::orthogonal::tests::matrix;
+
     fn random(n: usize, seed: u64) -> Vec<f64> {
-        let mut s = seed.wrapping_add(0x9e3779b97f4a7c15);
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-            })
-            .collect()
+        matrix(1, n, seed)
     }
 
     /// max |T V - V diag(w)| / |T| and max |V^T V - I|.
@@ -594,7 +588,7 @@ mod tests {
         eq.push(0.0);
         let mut zt = vec![0.0; n * n];
         assert!(tridiagonal_ql(&mut dq, &mut eq, &mut zt, n));
-        dq.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        dq.sort_by(f64::total_cmp);
         dq
     }
 
