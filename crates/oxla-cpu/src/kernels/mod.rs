@@ -62,6 +62,7 @@ pub(crate) mod slices;
 pub(crate) mod sort;
 pub(crate) mod stream;
 pub(crate) mod svd;
+pub(crate) mod sytrd;
 pub(crate) mod tiled;
 pub(crate) mod topk;
 pub(crate) mod tridiagonal;

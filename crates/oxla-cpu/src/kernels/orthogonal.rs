@@ -10,7 +10,8 @@
 //! divide and conquer ([`stedc`]), or when small by implicit QL iterations
 //! with Wilkinson shifts, rotating eigenvector rows.
 
-use super::dense::{Operand, Real, dot, product};
+use super::dense::{Operand, Real, product};
+use super::sytrd::{Reduced, tridiagonalize};
 use super::tridiagonal::stedc;
 
 /// Columns per panel of the blocked QR.
@@ -19,9 +20,6 @@ const PANEL: usize = 32;
 /// Matrices larger than this are diagonalised by divide and conquer
 /// ([`stedc`]), smaller ones by QL.
 const DIVIDE_MIN: usize = 32;
-
-/// Trailing matrices from this size are reduced on two threads.
-const PARALLEL_TRIDIAGONAL: usize = 384;
 
 /// QL iterations per eigenvalue before `syevd` gives up (as EISPACK).
 const MAX_ITERATIONS: usize = 30;
@@ -66,6 +64,21 @@ fn explicit_v<T: Real>(
         let src = (row + i) * ld + col;
         for c in 0..jb.min(i + 1) {
             v[i * jb + c] = if c == i { T::ONE } else { a[src + c] };
+        }
+    }
+    v
+}
+
+/// [`explicit_v`] for reflectors stored in rows: column `c` of the `rows
+/// x jb` result is the reflector right of the diagonal of row `j0 + c` of
+/// `a` (row stride `ld`).
+fn explicit_v_rows<T: Real>(a: &[T], ld: usize, j0: usize, rows: usize, jb: usize) -> Vec<T> {
+    let mut v = vec![T::ZERO; rows * jb];
+    for c in 0..jb.min(rows) {
+        let src = &a[(j0 + c) * ld + j0..(j0 + c) * ld + j0 + rows];
+        v[c * jb + c] = T::ONE;
+        for (i, &x) in src.iter().enumerate().skip(c + 1) {
+            v[i * jb + c] = x;
         }
     }
     v
@@ -239,10 +252,11 @@ pub(crate) fn orgqr<T: Real>(
     q
 }
 
-/// `C = Q C` with `Q = H(1) ... H(k)` from the reflectors below the
-/// diagonal of the first `k` columns of `a` (`m x ld`, row stride `ld`)
-/// and `tau` (LAPACK's `ormqr`, left side, no transpose), `C` the `m x
-/// cols` block at (`row`, `col`) of `c` (row stride `ldc`).
+/// `C = Q C` with `Q = H(1) ... H(k)` from the reflectors right of the
+/// diagonal of the first `k` rows of `a` (`m x ld`, row stride `ld`; the
+/// transpose of `geqrf`'s storage, as the tridiagonal reduction leaves
+/// them) and `tau` (LAPACK's `ormqr`, left side, no transpose), `C` the
+/// `m x cols` block at (`row`, `col`) of `c` (row stride `ldc`).
 #[allow(clippy::too_many_arguments)]
 fn apply_q<T: Real>(
     a: &[T],
@@ -262,7 +276,7 @@ fn apply_q<T: Real>(
     loop {
         let jb = PANEL.min(k - j0);
         let rows = m - j0;
-        let v = explicit_v(a, ld, j0, j0, rows, jb);
+        let v = explicit_v_rows(a, ld, j0, rows, jb);
         let t = block_factor(&v, rows, jb, &tau[j0..j0 + jb]);
         apply_block(c, ldc, (row + j0, col), (rows, cols), &v, &t, jb, false);
         if j0 == 0 {
@@ -303,92 +317,32 @@ fn syevd_body<T: Real, const WIDE: bool>(
 ) {
     // The lower triangle of the symmetric matrix (row i, columns ..= i):
     // everything below reads and updates only that half, row by row.
+    let ld = n;
     let mut s = vec![T::ZERO; n * n];
     for i in 0..n {
         for j in 0..=i {
-            s[i * n + j] = if lower { a[i * n + j] } else { a[j * n + i] };
+            s[i * ld + j] = if lower { a[i * n + j] } else { a[j * n + i] };
         }
     }
-    // Tridiagonal reduction (`sytd2`): reflector k maps column k below
-    // the diagonal onto its first element. Its vector goes to column k of
-    // `vs` ((n-1) x (n-1), below the diagonal) for `orgqr`.
+    // Tridiagonal reduction (`sytd2`, [`tridiagonalize`]): reflector k
+    // maps column k below the diagonal onto its first element; its vector
+    // goes to row k of `rows` ((n-1) x (n-1), right of the diagonal).
     let d = w;
     let mut e = vec![T::ZERO; n];
     let m1 = n - 1;
-    let mut vs = vec![T::ZERO; m1 * m1];
     let mut taus = vec![T::ZERO; m1];
-    let mut p = vec![T::ZERO; n];
-    let mut p2 = vec![T::ZERO; n];
-    let mut v = vec![T::ZERO; n];
-    for k in 0..n.saturating_sub(2) {
-        let len = n - k - 1;
-        let v = &mut v[..len];
-        for (i, x) in v.iter_mut().enumerate() {
-            *x = s[(k + 1 + i) * n + k];
-        }
-        let (tau, beta) = reflector(v[0], &mut v[1..]);
-        v[0] = T::ONE;
-        d[k] = s[k * n + k];
-        e[k] = beta;
-        taus[k] = tau;
-        for (i, &x) in v.iter().enumerate().skip(1) {
-            vs[(k + i) * m1 + k] = x;
-        }
-        if tau == T::ZERO {
-            continue;
-        }
-        // A22 = H A22 H with H = I - tau v v^T: p = tau A22 v (each
-        // stored row i gives A22[i][..i] . v[..i] to p[i] and
-        // A22[i][..i] v[i] to p[..i]), w = p - (tau/2)(p.v) v,
-        // A22 -= v w^T + w v^T.
-        let base = (k + 1) * n + k + 1;
-        let p = &mut p[..len];
-        p.fill(T::ZERO);
-        // Large trailing matrices on two threads, split at equal areas of
-        // the triangle (each half then fits its core's cache).
-        let split = if len >= PARALLEL_TRIDIAGONAL {
-            len * 7 / 10
-        } else {
-            len
-        };
-        if split < len {
-            let other = &mut p2[..len];
-            other.fill(T::ZERO);
-            let shared = &s[..];
-            rayon::join(
-                || symv_dispatch(shared, n, base, (0, split), v, p),
-                || symv_dispatch(shared, n, base + split * n, (split, len), v, other),
-            );
-            for (x, &y) in p.iter_mut().zip(other.iter()) {
-                *x = *x + y;
-            }
-        } else {
-            symv_rows::<T, WIDE>(&s, n, base, (0, len), v, p);
-        }
-        for pi in p.iter_mut() {
-            *pi = *pi * tau;
-        }
-        let half = T::from_f64(0.5);
-        let kk = -half * tau * dot(p, v);
-        for (pi, &vi) in p.iter_mut().zip(v.iter()) {
-            *pi = *pi + kk * vi;
-        }
-        let w = &*p;
-        if split < len {
-            let (top, bottom) = s.split_at_mut(base + split * n);
-            rayon::join(
-                || rank2_dispatch(top, n, base, (0, split), v, w),
-                || rank2_dispatch(bottom, n, 0, (split, len), v, w),
-            );
-        } else {
-            rank2_rows::<T, WIDE>(&mut s, n, base, (0, len), v, w);
-        }
-    }
-    if n >= 2 {
-        d[n - 2] = s[(n - 2) * n + n - 2];
-        e[n - 2] = s[(n - 1) * n + n - 2];
-    }
-    d[n - 1] = s[(n - 1) * n + n - 1];
+    let mut rows = vec![T::ZERO; m1 * m1];
+    let _threads = tridiagonalize(
+        &mut s,
+        n,
+        ld,
+        &mut Reduced {
+            d,
+            e: &mut e,
+            taus: &mut taus,
+            rows: &mut rows,
+        },
+    );
     if n > DIVIDE_MIN {
         // Divide and conquer: the tridiagonal matrix's eigenvectors V
         // (ascending already), then A's: diag(1, Q') V, the reflectors
@@ -397,12 +351,18 @@ fn syevd_body<T: Real, const WIDE: bool>(
             *converged = false;
             return;
         };
-        apply_q(&vs, m1, &taus, m1, n - 2, &mut v, n, (1, 0), n);
+        apply_q(&rows, m1, &taus, m1, n - 2, &mut v, n, (1, 0), n);
         a[..n * n].copy_from_slice(&v);
         *converged = true;
         return;
     }
-    // Q = diag(1, Q'), Q' from the reflectors.
+    // Q = diag(1, Q'), Q' from the reflectors (in columns for `orgqr`).
+    let mut vs = vec![T::ZERO; m1 * m1];
+    for k in 0..m1 {
+        for j in 0..m1 {
+            vs[j * m1 + k] = rows[k * m1 + j];
+        }
+    }
     let q = orgqr(&vs, m1, &taus, m1, m1, n.saturating_sub(2));
     // Small: QL, its rotations along the rows of zt = Q^T (the
     // eigenvector estimates).
@@ -431,57 +391,6 @@ fn syevd_body<T: Real, const WIDE: bool>(
     for i in 0..n {
         for j in 0..n {
             a[i * n + j] = zt[j * n + i];
-        }
-    }
-}
-
-// The reduction's row loops, compiled for the CPU's vectors, for calls
-// from the threads of a parallel step.
-dispatched!(symv_dispatch<T: Real> => symv_rows(s: &[T], n: usize, at: usize, rows: (usize, usize), v: &[T], p: &mut [T]));
-dispatched!(rank2_dispatch<T: Real> => rank2_rows(s: &mut [T], n: usize, at: usize, rows: (usize, usize), v: &[T], w: &[T]));
-
-/// `p += A v` over rows `r0..r1` of the symmetric matrix `A` whose lower
-/// triangle is stored row by row with stride `n`, row `r0` at `at` of `s`:
-/// each row `i` gives `A[i][..i] . v[..i] + A[i][i] v[i]` to `p[i]` and
-/// `A[i][..i] v[i]` to `p[..i]`.
-#[inline(always)]
-fn symv_rows<T: Real, const WIDE: bool>(
-    s: &[T],
-    n: usize,
-    at: usize,
-    (r0, r1): (usize, usize),
-    v: &[T],
-    p: &mut [T],
-) {
-    for i in r0..r1 {
-        let start = at + (i - r0) * n;
-        let (head, diagonal) = s[start..start + i + 1].split_at(i);
-        let vi = v[i];
-        let (before, rest) = p.split_at_mut(i);
-        rest[0] = rest[0] + dot(head, &v[..i]) + diagonal[0] * vi;
-        for (pj, &x) in before.iter_mut().zip(head) {
-            *pj = *pj + x * vi;
-        }
-    }
-}
-
-/// `A -= v w^T + w v^T` on rows `r0..r1` of the lower triangle stored as
-/// for [`symv_rows`].
-#[inline(always)]
-fn rank2_rows<T: Real, const WIDE: bool>(
-    s: &mut [T],
-    n: usize,
-    at: usize,
-    (r0, r1): (usize, usize),
-    v: &[T],
-    w: &[T],
-) {
-    for i in r0..r1 {
-        let start = at + (i - r0) * n;
-        let (vi, wi) = (v[i], w[i]);
-        let row = &mut s[start..start + i + 1];
-        for ((x, &vj), &wj) in row.iter_mut().zip(&v[..=i]).zip(&w[..=i]) {
-            *x = *x - vi * wj - wi * vj;
         }
     }
 }
@@ -702,7 +611,7 @@ pub(crate) mod tests {
             }
         }
         // Large enough for the reduction's two-thread steps.
-        let n = PARALLEL_TRIDIAGONAL + 20;
+        let n = 404;
         let sym = symmetric(n, 11);
         let mut a = sym.clone();
         let mut w = vec![0.0; n];
