@@ -321,6 +321,44 @@ pub(crate) fn dot<T: Real>(a: &[T], b: &[T]) -> T {
     s0.iter().fold(T::ZERO, |s, &v| s + v) + sum
 }
 
+/// The dot products of four rows with `v` (each row at least as long as
+/// `v`), sharing `v`'s loads: one vector of sums per row, their lanes
+/// summed once at the end (row by row, the sums and the scalar tails cost
+/// as much as a short row).
+#[inline(always)]
+pub(crate) fn dot4<T: Real>(rows: [&[T]; 4], v: &[T]) -> [T; 4] {
+    let len = v.len();
+    let (c0, t0) = rows[0][..len].as_chunks::<16>();
+    let (c1, t1) = rows[1][..len].as_chunks::<16>();
+    let (c2, t2) = rows[2][..len].as_chunks::<16>();
+    let (c3, t3) = rows[3][..len].as_chunks::<16>();
+    let (vc, vt) = v.as_chunks::<16>();
+    let zero = [T::ZERO; 16];
+    let (mut a0, mut a1, mut a2, mut a3) = (zero, zero, zero, zero);
+    for (j, y) in vc.iter().enumerate() {
+        let (x0, x1, x2, x3) = (&c0[j], &c1[j], &c2[j], &c3[j]);
+        for l in 0..16 {
+            a0[l] = a0[l] + x0[l] * y[l];
+            a1[l] = a1[l] + x1[l] * y[l];
+            a2[l] = a2[l] + x2[l] * y[l];
+            a3[l] = a3[l] + x3[l] * y[l];
+        }
+    }
+    let mut tails = [T::ZERO; 4];
+    for (c, &y) in vt.iter().enumerate() {
+        for (t, x) in tails.iter_mut().zip([t0[c], t1[c], t2[c], t3[c]]) {
+            *t = *t + x * y;
+        }
+    }
+    let lanes = |a: [T; 16]| a.iter().fold(T::ZERO, |s, &x| s + x);
+    [
+        lanes(a0) + tails[0],
+        lanes(a1) + tails[1],
+        lanes(a2) + tails[2],
+        lanes(a3) + tails[3],
+    ]
+}
+
 /// A triangular matrix `n x n` whose top-left element is at (`row`, `col`)
 /// of a buffer with row stride `ld`.
 #[derive(Clone, Copy)]

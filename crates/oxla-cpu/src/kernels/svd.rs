@@ -4,7 +4,7 @@
 //! blocked `orgqr`, then implicit shifted QR steps on the bidiagonal matrix
 //! whose rotations run along the rows of `U^T` and `V^T` (contiguous here).
 
-use super::dense::{Real, dot};
+use super::dense::{Real, dot, dot4};
 use super::orthogonal::{orgqr, reflector};
 
 /// QR steps per singular value before giving up.
@@ -160,13 +160,28 @@ fn tall_body<T: Real, const WIDE: bool>(
         if tau != T::ZERO {
             let (top, bottom) = a.split_at_mut(row + n);
             let v = &top[row + j + 2..row + n];
-            for r in bottom.chunks_exact_mut(n) {
-                let s = r[j + 1] + dot(&r[j + 2..], v);
-                let s = s * tau;
+            // r -= tau (r . (1, v)) (1, v) for each row below, the dot
+            // products four rows at a time.
+            let update = |r: &mut [T], dot: T| {
+                let s = (r[j + 1] + dot) * tau;
                 r[j + 1] = r[j + 1] - s;
                 for (x, &vi) in r[j + 2..].iter_mut().zip(v) {
                     *x = *x - s * vi;
                 }
+            };
+            let mut quads = bottom.chunks_exact_mut(4 * n);
+            for quad in &mut quads {
+                let (r01, r23) = quad.split_at_mut(2 * n);
+                let (r0, r1) = r01.split_at_mut(n);
+                let (r2, r3) = r23.split_at_mut(n);
+                let sums = dot4([&r0[j + 2..], &r1[j + 2..], &r2[j + 2..], &r3[j + 2..]], v);
+                for (r, s) in [r0, r1, r2, r3].into_iter().zip(sums) {
+                    update(r, s);
+                }
+            }
+            for r in quads.into_remainder().chunks_exact_mut(n) {
+                let s = dot(&r[j + 2..], v);
+                update(r, s);
             }
         }
     }
