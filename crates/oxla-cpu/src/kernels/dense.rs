@@ -988,6 +988,25 @@ fn right_lower_t_base_body<T: Real, const WIDE: bool>(
 mod tests {
     use super::*;
 
+    #[test]
+    fn dot_products_in_every_length() {
+        // Small integers, so every order of summation gives the exact sum:
+        // lengths around the 16- and 64-element steps and their tails.
+        for len in [0usize, 1, 15, 16, 17, 63, 64, 65, 100, 130] {
+            let v: Vec<f32> = (0..len).map(|i| (i % 7) as f32 - 3.0).collect();
+            let rows: Vec<Vec<f32>> = (0..4)
+                .map(|q| (0..len + q).map(|i| ((i * (q + 2)) % 5) as f32).collect())
+                .collect();
+            let want: Vec<f32> = rows
+                .iter()
+                .map(|r| r.iter().zip(&v).map(|(a, b)| a * b).sum())
+                .collect();
+            assert_eq!(dot(&rows[0], &v), want[0], "dot, {len}");
+            let got = dot4([&rows[0], &rows[1], &rows[2], &rows[3]], &v);
+            assert_eq!(got.to_vec(), want, "dot4, {len}");
+        }
+    }
+
     fn matrix(m: usize, n: usize, seed: u64) -> Vec<f64> {
         let mut s = seed
             .wrapping_mul(6364136223846793005)
