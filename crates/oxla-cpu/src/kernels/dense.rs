@@ -324,7 +324,8 @@ pub(crate) fn dot<T: Real>(a: &[T], b: &[T]) -> T {
 /// The dot products of four rows with `v` (each row at least as long as
 /// `v`), sharing `v`'s loads: one vector of sums per row, their lanes
 /// summed once at the end (row by row, the sums and the scalar tails cost
-/// as much as a short row).
+/// as much as a short row). `sytrd`'s symmetric product runs the same
+/// loop fused with its update of `p`, to read the rows once.
 #[inline(always)]
 pub(crate) fn dot4<T: Real>(rows: [&[T]; 4], v: &[T]) -> [T; 4] {
     let len = v.len();

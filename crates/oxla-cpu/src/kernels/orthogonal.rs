@@ -317,11 +317,10 @@ fn syevd_body<T: Real, const WIDE: bool>(
 ) {
     // The lower triangle of the symmetric matrix (row i, columns ..= i):
     // everything below reads and updates only that half, row by row.
-    let ld = n;
     let mut s = vec![T::ZERO; n * n];
     for i in 0..n {
         for j in 0..=i {
-            s[i * ld + j] = if lower { a[i * n + j] } else { a[j * n + i] };
+            s[i * n + j] = if lower { a[i * n + j] } else { a[j * n + i] };
         }
     }
     // Tridiagonal reduction (`sytd2`, [`tridiagonalize`]): reflector k
@@ -335,7 +334,7 @@ fn syevd_body<T: Real, const WIDE: bool>(
     let _threads = tridiagonalize(
         &mut s,
         n,
-        ld,
+        n,
         &mut Reduced {
             d,
             e: &mut e,
@@ -356,21 +355,19 @@ fn syevd_body<T: Real, const WIDE: bool>(
         *converged = true;
         return;
     }
-    // Q = diag(1, Q'), Q' from the reflectors (in columns for `orgqr`).
-    let mut vs = vec![T::ZERO; m1 * m1];
-    for k in 0..m1 {
-        for j in 0..m1 {
-            vs[j * m1 + k] = rows[k * m1 + j];
-        }
-    }
-    let q = orgqr(&vs, m1, &taus, m1, m1, n.saturating_sub(2));
-    // Small: QL, its rotations along the rows of zt = Q^T (the
+    // Small: Q = diag(1, Q') with Q' the reflectors applied to the
+    // identity, then QL, its rotations along the rows of zt = Q^T (the
     // eigenvector estimates).
+    let mut q = vec![T::ZERO; n * n];
+    for i in 0..n {
+        q[i * n + i] = T::ONE;
+    }
+    let k = n.saturating_sub(2);
+    apply_q(&rows, m1, &taus, m1, k, &mut q, n, (1, 1), m1);
     let mut zt = vec![T::ZERO; n * n];
-    zt[0] = T::ONE;
-    for i in 0..m1 {
-        for j in 0..m1 {
-            zt[(j + 1) * n + i + 1] = q[i * m1 + j];
+    for i in 0..n {
+        for j in 0..n {
+            zt[j * n + i] = q[i * n + j];
         }
     }
     *converged = tridiagonal_ql(d, &mut e, &mut zt, n);
