@@ -23,6 +23,10 @@ use oxla_cli::npy;
 use oxla_hlo::{HloModule, Literal};
 use oxla_text::TextError;
 
+/// Arrays start on a cache line, so vector loads do not straddle two.
+#[global_allocator]
+static ALLOC: oxla::AlignedAlloc = oxla::AlignedAlloc;
+
 #[derive(Parser)]
 #[command(name = "oxla", version, about = "Run, benchmark and print HLO modules")]
 struct Cli {

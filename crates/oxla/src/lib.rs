@@ -3,10 +3,14 @@
 //!
 //! This crate gathers oxla's parts behind one dependency: the core types
 //! ([`Shape`], [`Literal`], [`HloModule`]), the builder, and [`np`], a
-//! NumPy-style layer with implicit broadcasting.
+//! NumPy-style layer with implicit broadcasting. Programs that run large
+//! arrays should install [`AlignedAlloc`] as their global allocator.
 
+mod alloc;
 mod client;
 pub mod np;
+
+pub use alloc::AlignedAlloc;
 
 pub use client::{
     Backend, Client, CompileOptions, CustomCallCFn, CustomCallFn, Error, Executable,

@@ -467,13 +467,20 @@ pub(crate) fn dispatch_with<T: Float>(
 ) {
     #[cfg(target_arch = "x86_64")]
     {
-        // A reduction of plain data takes 256-bit loads: rows rarely start
-        // on a 64-byte boundary, and on Zen 4 the 512-bit loads that
-        // straddle cache lines made a [4096, 4096] row sum 35% slower; on
-        // Zen 5 still 10-25% (1.63-1.84 ms against 2.00-2.11, layer norm
-        // 1.51-1.58 against 1.66-1.73, alternating `oxla bench` runs).
-        // Reductions that compute (exp, squares) gain from AVX-512.
-        if !r.input.code.is_empty() && std::is_x86_feature_detected!("avx512f") {
+        // A sum or product of plain data takes 256-bit loads: on Zen 4 the
+        // 512-bit loads that straddle cache lines made a [4096, 4096] row
+        // sum 35% slower; on Zen 5 still 10-25% (1.63-1.84 ms against
+        // 2.00-2.11, layer norm 1.51-1.58 against 1.66-1.73, alternating
+        // `oxla bench` runs), and on the Xeon of 27 November 2026, with
+        // arrays starting on a line (`AlignedAlloc`), 1.23-1.28 against
+        // 1.33-1.36 ms. Reductions that compute (exp, squares) gain from
+        // AVX-512, and so do maxima and minima: their fold keeps six
+        // 16-lane accumulators (four for the result, two noting NaNs),
+        // which AVX2 cannot hold in its sixteen registers beside the
+        // loads; softmax over f32[4096, 1024] took 1.35-1.44 ms with
+        // AVX-512 against 1.50-1.52 ms there.
+        let wide = !r.input.code.is_empty() || matches!(r.op, Binary::Max | Binary::Min);
+        if wide && std::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU supports AVX-512F (checked just above).
             return unsafe {
                 rows_avx512(
