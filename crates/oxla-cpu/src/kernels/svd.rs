@@ -3,6 +3,11 @@
 //! reduction to upper bidiagonal form, the reflectors accumulated with the
 //! blocked `orgqr`, then implicit shifted QR steps on the bidiagonal matrix
 //! whose rotations run along the rows of `U^T` and `V^T` (contiguous here).
+//! The reduction visits each row once per column (the left reflector's
+//! update, then the right one's), and a second thread applies the
+//! rotations batch by batch while the first goes on making them.
+
+use std::sync::mpsc::{Sender, channel};
 
 use super::dense::{Real, dot, dot4};
 use super::orthogonal::{orgqr, reflector};
@@ -124,8 +129,14 @@ fn tall_body<T: Real, const WIDE: bool>(
         a[j * n + j] = beta;
         d[j] = beta;
         tauq[j] = tau;
-        if tau != T::ZERO && j + 1 < n {
-            let w = &mut w[..n - j - 1];
+        if j + 1 >= n {
+            continue;
+        }
+        // w = tau A^T (1, v) over the columns right of j: the left
+        // reflector's update of each row is then `r -= v_i w`.
+        let w = &mut w[..n - j - 1];
+        let left = tau != T::ZERO;
+        if left {
             w.copy_from_slice(&a[j * n + j + 1..j * n + n]);
             for i in j + 1..m {
                 let vi = a[i * n + j];
@@ -136,17 +147,11 @@ fn tall_body<T: Real, const WIDE: bool>(
             for s in w.iter_mut() {
                 *s = *s * tau;
             }
-            for i in j..m {
-                let vi = if i == j { T::ONE } else { a[i * n + j] };
-                for (c, &s) in a[i * n + j + 1..i * n + n].iter_mut().zip(w.iter()) {
-                    *c = *c - vi * s;
-                }
+            for (c, &s) in a[j * n + j + 1..j * n + n].iter_mut().zip(w.iter()) {
+                *c = *c - s;
             }
         }
-        if j + 1 >= n {
-            continue;
-        }
-        // From the right: row j right of the superdiagonal.
+        // From the right: row j (now updated) right of the superdiagonal.
         let row = j * n;
         let (tau, beta) = {
             let (head, tail) = a[row + j + 1..row + n].split_at_mut(1);
@@ -157,31 +162,50 @@ fn tall_body<T: Real, const WIDE: bool>(
         if j + 2 < n {
             taup[j] = tau;
         }
-        if tau != T::ZERO {
-            let (top, bottom) = a.split_at_mut(row + n);
-            let v = &top[row + j + 2..row + n];
-            // r -= tau (r . (1, v)) (1, v) for each row below, the dot
-            // products four rows at a time.
-            let update = |r: &mut [T], dot: T| {
-                let s = (r[j + 1] + dot) * tau;
-                r[j + 1] = r[j + 1] - s;
-                for (x, &vi) in r[j + 2..].iter_mut().zip(v) {
-                    *x = *x - s * vi;
-                }
-            };
-            let mut quads = bottom.chunks_exact_mut(4 * n);
-            for quad in &mut quads {
-                let (r01, r23) = quad.split_at_mut(2 * n);
-                let (r0, r1) = r01.split_at_mut(n);
-                let (r2, r3) = r23.split_at_mut(n);
-                let sums = dot4([&r0[j + 2..], &r1[j + 2..], &r2[j + 2..], &r3[j + 2..]], v);
-                for (r, s) in [r0, r1, r2, r3].into_iter().zip(sums) {
-                    update(r, s);
+        let right = tau != T::ZERO;
+        // Each row below takes the left update and then the right one in
+        // one visit, the right reflector's dot products four rows at a
+        // time: the same operations in the same order as two sweeps over
+        // the rows, with each row read once while it is in cache.
+        let (top, bottom) = a.split_at_mut(row + n);
+        let v = &top[row + j + 2..row + n];
+        let w = &*w;
+        let from_left = |r: &mut [T]| {
+            if left {
+                let vi = r[j];
+                for (c, &s) in r[j + 1..].iter_mut().zip(w) {
+                    *c = *c - vi * s;
                 }
             }
-            for r in quads.into_remainder().chunks_exact_mut(n) {
+        };
+        // r -= tau (r . (1, v)) (1, v).
+        let from_right = |r: &mut [T], dot: T| {
+            let s = (r[j + 1] + dot) * tau;
+            r[j + 1] = r[j + 1] - s;
+            for (x, &vi) in r[j + 2..].iter_mut().zip(v) {
+                *x = *x - s * vi;
+            }
+        };
+        let mut quads = bottom.chunks_exact_mut(4 * n);
+        for quad in &mut quads {
+            let (r01, r23) = quad.split_at_mut(2 * n);
+            let (r0, r1) = r01.split_at_mut(n);
+            let (r2, r3) = r23.split_at_mut(n);
+            for r in [&mut *r0, &mut *r1, &mut *r2, &mut *r3] {
+                from_left(r);
+            }
+            if right {
+                let sums = dot4([&r0[j + 2..], &r1[j + 2..], &r2[j + 2..], &r3[j + 2..]], v);
+                for (r, s) in [r0, r1, r2, r3].into_iter().zip(sums) {
+                    from_right(r, s);
+                }
+            }
+        }
+        for r in quads.into_remainder().chunks_exact_mut(n) {
+            from_left(r);
+            if right {
                 let s = dot(&r[j + 2..], v);
-                update(r, s);
+                from_right(r, s);
             }
         }
     }
@@ -270,21 +294,24 @@ impl<T> Rotation<T> {
 }
 
 /// The rotations of the QR iterations, recorded as they are made and
-/// applied to `U^T` and `V^T` in batches, the two factors on two threads
-/// (the scalar recurrence that makes them never reads the factors).
-struct Recorder<'a, T> {
-    ut: &'a mut [T],
-    m: usize,
-    vt: &'a mut [T],
-    n: usize,
+/// sent in batches to the thread that applies them to `U^T` and `V^T`
+/// (the scalar recurrence that makes them never reads the factors, so the
+/// two run side by side).
+struct Recorder<T> {
     left: Vec<Rotation<T>>,
     right: Vec<Rotation<T>>,
+    out: Sender<Batch<T>>,
 }
 
-/// Rotations recorded before a batch is applied.
-const BATCH: usize = 1 << 15;
+/// Left and right rotations, in the order they were made.
+type Batch<T> = (Vec<Rotation<T>>, Vec<Rotation<T>>);
 
-impl<T: Real> Recorder<'_, T> {
+/// Rotations recorded before a batch is sent: small enough that the
+/// factors follow the recurrence closely, large enough that sending is
+/// rare.
+const BATCH: usize = 1024;
+
+impl<T: Real> Recorder<T> {
     fn left(&mut self, i: usize, j: usize, c: T, s: T) {
         self.left.push(Rotation::new(i, j, c, s));
         self.flush_if_full();
@@ -296,25 +323,22 @@ impl<T: Real> Recorder<'_, T> {
     }
 
     fn flush_if_full(&mut self) {
-        if self.left.len().max(self.right.len()) >= BATCH {
+        if self.left.len() + self.right.len() >= BATCH {
             self.flush();
         }
     }
 
     fn flush(&mut self) {
-        let (ut, m, left) = (&mut *self.ut, self.m, &self.left);
-        let (vt, n, right) = (&mut *self.vt, self.n, &self.right);
-        if left.len() + right.len() >= 256 && m * left.len() + n * right.len() >= 1 << 18 {
-            rayon::join(
-                || apply_dispatch(ut, m, left),
-                || apply_dispatch(vt, n, right),
-            );
-        } else {
-            apply_dispatch(ut, m, left);
-            apply_dispatch(vt, n, right);
+        if self.left.is_empty() && self.right.is_empty() {
+            return;
         }
-        self.left.clear();
-        self.right.clear();
+        let batch = (
+            std::mem::replace(&mut self.left, Vec::with_capacity(BATCH)),
+            std::mem::replace(&mut self.right, Vec::with_capacity(BATCH)),
+        );
+        // The receiver lives until every batch is applied (see
+        // `diagonalize`), so sending cannot fail.
+        let _ = self.out.send(batch);
     }
 }
 
@@ -354,22 +378,38 @@ fn diagonalize<T: Real>(
     vt: &mut [T],
     n: usize,
 ) -> bool {
-    let mut factors = Recorder {
-        ut,
-        m,
-        vt,
-        n,
-        left: Vec::new(),
-        right: Vec::new(),
+    let (out, batches) = channel::<Batch<T>>();
+    let produce = move || {
+        let mut factors = Recorder {
+            left: Vec::with_capacity(BATCH),
+            right: Vec::with_capacity(BATCH),
+            out,
+        };
+        let converged = iterate(w, e, &mut factors, n);
+        factors.flush();
+        // Dropping `factors` closes the channel, which ends `apply`.
+        converged
     };
-    let converged = iterate(w, e, &mut factors, n);
-    factors.flush();
-    converged
+    let apply = move || {
+        for (left, right) in batches {
+            apply_dispatch(ut, m, &left);
+            apply_dispatch(vt, n, &right);
+        }
+    };
+    // On one thread (a one-thread pool, or a small problem) the recurrence
+    // runs first and the batches wait in the channel.
+    if m * n >= 1 << 14 {
+        rayon::join(produce, apply).0
+    } else {
+        let converged = produce();
+        apply();
+        converged
+    }
 }
 
 /// The iterations of [`diagonalize`], their rotations recorded in
 /// `factors`.
-fn iterate<T: Real>(w: &mut [T], e: &mut [T], factors: &mut Recorder<'_, T>, n: usize) -> bool {
+fn iterate<T: Real>(w: &mut [T], e: &mut [T], factors: &mut Recorder<T>, n: usize) -> bool {
     let two = T::from_f64(2.0);
     let anorm = (0..n).fold(T::ZERO, |a, i| {
         let v = w[i].abs() + e[i].abs();
@@ -545,6 +585,25 @@ mod tests {
             check(&a, m, n, false);
             check(&a, m, n, true);
         }
+    }
+
+    #[test]
+    fn rotations_applied_beside_the_recurrence_match_one_thread() {
+        // Large enough (m n >= 2^14) that a second thread applies the
+        // rotations while the first makes them, and for many batches.
+        let (m, n) = (150, 130);
+        let a = matrix(m, n, 7);
+        let run = |threads: usize| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| gesdd(&a, m, n, true))
+        };
+        let (one, two) = (run(1), run(2));
+        assert!(one.converged && two.converged);
+        assert_eq!((&one.s, &one.u, &one.vt), (&two.s, &two.u, &two.vt));
+        check(&a, m, n, true);
     }
 
     #[test]
