@@ -490,9 +490,8 @@ fn gemv_band<T: Summable, const WIDE: bool>(
                 sums[i] = s;
             }
         }
-        for p in 4 * quads..x.len() {
-            let (xp, r) = (x[p], row(p));
-            for (o, &v) in sums.iter_mut().zip(r) {
+        for (p, &xp) in x.iter().enumerate().skip(4 * quads) {
+            for (o, &v) in sums.iter_mut().zip(row(p)) {
                 *o = *o + xp * v;
             }
         }
