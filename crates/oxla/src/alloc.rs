@@ -82,6 +82,23 @@ impl AlignedAlloc {
         }
     }
 
+    /// A block of `layout` from `get` (one of `System`'s allocating
+    /// methods): as asked when small, else a large one's underlying block,
+    /// aligned by [`Self::place`].
+    ///
+    /// # Safety
+    /// `layout` has a non-zero size, and `get` may be called with it.
+    unsafe fn allocate(layout: Layout, get: impl FnOnce(Layout) -> *mut u8) -> *mut u8 {
+        if !Self::large(layout) {
+            return get(layout);
+        }
+        match Self::inner(layout.size()) {
+            // SAFETY: `inner` has a non-zero size and holds PAD bytes.
+            Some(inner) => unsafe { Self::place(get(inner)) },
+            None => std::ptr::null_mut(),
+        }
+    }
+
     /// The underlying block of the large block at `ptr`.
     ///
     /// # Safety
@@ -98,28 +115,14 @@ impl AlignedAlloc {
 // the caller's layout, which is the same at allocation and release.
 unsafe impl GlobalAlloc for AlignedAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if !Self::large(layout) {
-            // SAFETY: forwarded with the caller's guarantees.
-            return unsafe { System.alloc(layout) };
-        }
-        match Self::inner(layout.size()) {
-            // SAFETY: `inner` has a non-zero size; the block holds PAD bytes.
-            Some(inner) => unsafe { Self::place(System.alloc(inner)) },
-            None => std::ptr::null_mut(),
-        }
+        // SAFETY: `System.alloc` takes the caller's guarantees.
+        unsafe { Self::allocate(layout, |l| System.alloc(l)) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if !Self::large(layout) {
-            // SAFETY: forwarded with the caller's guarantees.
-            return unsafe { System.alloc_zeroed(layout) };
-        }
-        match Self::inner(layout.size()) {
-            // SAFETY: as in `alloc`; the header is written outside the
-            // caller's bytes, which stay zero.
-            Some(inner) => unsafe { Self::place(System.alloc_zeroed(inner)) },
-            None => std::ptr::null_mut(),
-        }
+        // SAFETY: as in `alloc`; a large block's header lies outside the
+        // caller's bytes, which stay zero.
+        unsafe { Self::allocate(layout, |l| System.alloc_zeroed(l)) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {

@@ -154,13 +154,12 @@ fn minmax_f32<T: Float>(max: bool, t: &[T]) -> Option<(T, bool)> {
     if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
         && std::is_x86_feature_detected!("avx512f")
     {
-        // SAFETY: T is f32 (same TypeId), so the slice is one of f32 and
-        // the result one f32; AVX-512F was just detected.
-        unsafe {
-            let xs = std::slice::from_raw_parts(t.as_ptr().cast::<f32>(), t.len());
-            let (v, nan) = minmax_f32_avx512(max, xs);
-            return Some((std::mem::transmute_copy::<f32, T>(&v), nan));
-        }
+        // SAFETY: T is f32 (same TypeId), so the slice is one of f32.
+        let xs = unsafe { std::slice::from_raw_parts(t.as_ptr().cast::<f32>(), t.len()) };
+        // SAFETY: AVX-512F was just detected.
+        let (v, nan) = unsafe { minmax_f32_avx512(max, xs) };
+        // f32 -> f64 -> f32 is exact.
+        return Some((T::from_f64(f64::from(v)), nan));
     }
     let _ = (max, t);
     None
