@@ -2119,3 +2119,38 @@ fn ffts_of_every_kind_agree_with_the_direct_sums() {
         }
     }
 }
+
+#[test]
+fn a_select_on_one_predicate_hands_on_the_operand_it_picks() {
+    // JAX's factorisations end with `select(broadcast(ok), x, nan)`: the
+    // loop forwards `x` (or the NaNs) whole. `t` picks between two
+    // computed arrays and `u` between parameters, so both kinds of value
+    // are forwarded, and `v` uses `t` afterwards.
+    let text = "HloModule t\nlt {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT c = pred[] compare(x, y), direction=LT\n}\nENTRY e {\n  p = pred[] parameter(0)\n  a = f32[300,500] parameter(1)\n  b = f32[300,500] parameter(2)\n  pb = pred[300,500] broadcast(p), dimensions={}\n  n = f32[] constant(nan)\n  nb = f32[300,500] broadcast(n), dimensions={}\n  s = f32[300,500] select(pb, a, nb)\n  ta = f32[300,500] sort(a), dimensions={1}, to_apply=lt\n  tb = f32[300,500] sort(b), dimensions={1}, to_apply=lt\n  t = f32[300,500] select(pb, ta, tb)\n  u = f32[300,500] select(pb, b, a)\n  v = f32[300,500] add(t, a)\n  ROOT r = (f32[300,500], f32[300,500], f32[300,500], f32[300,500]) tuple(s, t, u, v)\n}\n";
+    let module = oxla_text::parse_module(text).unwrap();
+    let exe = oxla_cpu::compile(&module).unwrap();
+    let options = EvalOptions::default();
+    let mut seed = 3;
+    let shape = module.program_shape().parameters[1].clone();
+    let (a, b) = (random(&shape, &mut seed), random(&shape, &mut seed));
+    for p in [true, false, true] {
+        let args = [Literal::scalar(p), a.clone(), b.clone()];
+        let got = exe.execute(&args, &options, &NoServices).unwrap();
+        let want = oxla_interp::evaluate(&module, &args, &options, &NoServices).unwrap();
+        if let Some(m) = got.first_mismatch(&want, 0.0, 0.0) {
+            panic!("p = {p}: {m}");
+        }
+        let Literal::Tuple(parts) = &got else {
+            panic!("not a tuple")
+        };
+        // The NaNs where p is false, the operand's values where true.
+        let first = parts[0].as_array().unwrap().data().clone();
+        match (p, first, a.as_array().unwrap().data()) {
+            (true, ArrayData::F32(x), ArrayData::F32(y)) => assert_eq!(&x, y),
+            (false, ArrayData::F32(x), _) => assert!(x.iter().all(|v| v.is_nan())),
+            _ => panic!("not f32"),
+        }
+        exe.recycle(got);
+    }
+    assert!(exe.describe().contains("fused loop"), "{}", exe.describe());
+}

@@ -2,9 +2,23 @@
 //! has one (rng, infeed, collectives, custom calls, ...) and those calling
 //! a computation that contains one anywhere (a `map` whose function draws
 //! random numbers advances the stream like an `rng` would). Passes never
-//! remove, merge or fold such an instruction.
+//! remove, merge or fold such an instruction. The LAPACK custom calls JAX
+//! writes for its factorisations (`lapack_sgetrf_ffi`, ...) are functions
+//! of their operands, as XLA treats a custom call not marked
+//! `custom_call_has_side_effect`, so a `jit`-ed `solve` or `inv` inlines.
 
-use oxla_hlo::{HloInstruction, HloModule};
+use oxla_hlo::{HloInstruction, HloModule, Opcode};
+
+/// Whether `instr` itself, apart from what it calls, has an effect.
+fn own(instr: &HloInstruction) -> bool {
+    instr.opcode.has_side_effect()
+        && !(instr.opcode == Opcode::CustomCall
+            && instr
+                .attrs
+                .custom_call_target
+                .as_deref()
+                .is_some_and(|t| t.starts_with("lapack_") && t.ends_with("_ffi")))
+}
 
 pub(crate) struct Effects {
     /// Per computation: whether running it has an effect.
@@ -17,7 +31,7 @@ impl Effects {
         let mut computations: Vec<bool> = Vec::with_capacity(module.computations().len());
         for comp in module.computations() {
             let effect = comp.instructions().iter().any(|i| {
-                i.opcode.has_side_effect()
+                own(i)
                     || i.called
                         .all()
                         .iter()
@@ -29,7 +43,7 @@ impl Effects {
     }
 
     pub(crate) fn of(&self, instr: &HloInstruction) -> bool {
-        instr.opcode.has_side_effect()
+        own(instr)
             || instr
                 .called
                 .all()

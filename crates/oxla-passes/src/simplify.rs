@@ -121,6 +121,89 @@ fn is_identity(perm: &[i64]) -> bool {
     perm.iter().enumerate().all(|(i, &p)| p == i as i64)
 }
 
+/// The dimensions of `dims` larger than one, by position.
+fn spread(dims: &[i64]) -> Vec<usize> {
+    (0..dims.len()).filter(|&d| dims[d] != 1).collect()
+}
+
+/// How many transposes and reshapes a chain is followed through.
+const CHAIN_DEPTH: usize = 8;
+
+/// For a chain of transposes and reshapes that only add or drop size-1
+/// dimensions ending at `id`: the instruction the chain starts from, for
+/// each of `id`'s dimensions larger than one the position of the one it is
+/// among the source's, and whether the chain holds a transpose.
+fn relabeled(comp: &HloComputation, id: InstrId, depth: usize) -> (InstrId, Vec<usize>, bool) {
+    let instr = comp.instruction(id);
+    let own = || {
+        (
+            id,
+            (0..spread(dims(comp, id).unwrap_or_default()).len()).collect(),
+            false,
+        )
+    };
+    let (Some(out), Some(&operand)) = (dims(comp, id), instr.operands.first()) else {
+        return own();
+    };
+    let Some(in_dims) = dims(comp, operand) else {
+        return own();
+    };
+    if depth == 0 || instr.shape.element_type() != comp.instruction(operand).shape.element_type() {
+        return own();
+    }
+    match instr.opcode {
+        Opcode::Transpose => {
+            let perm = instr.attrs.dimensions.as_deref().unwrap_or_default();
+            if perm.len() != out.len() {
+                return own();
+            }
+            let (source, order, _) = relabeled(comp, operand, depth - 1);
+            let inner = spread(in_dims);
+            let mapped: Option<Vec<usize>> = spread(out)
+                .into_iter()
+                .map(|d| {
+                    let from = usize::try_from(perm[d]).ok()?;
+                    order.get(inner.iter().position(|&i| i == from)?).copied()
+                })
+                .collect();
+            match mapped {
+                Some(order) => (source, order, true),
+                None => own(),
+            }
+        }
+        Opcode::Reshape => {
+            let kept = |d: &[i64]| spread(d).into_iter().map(|i| d[i]).collect::<Vec<_>>();
+            if kept(out) != kept(in_dims) {
+                return own();
+            }
+            let (source, order, moved) = relabeled(comp, operand, depth - 1);
+            (source, order, moved)
+        }
+        _ => own(),
+    }
+}
+
+/// A transpose or reshape at the end of a chain of them that, taken
+/// together, keeps every element in place (such as JAX's transpose, add a
+/// unit dimension, transpose back): a reshape of the chain's source, or the
+/// source itself.
+fn unmoved(comp: &HloComputation, instr: &HloInstruction, id: InstrId) -> Option<Action> {
+    let (source, order, moved) = relabeled(comp, id, CHAIN_DEPTH);
+    if source == id || !moved || order.iter().enumerate().any(|(i, &o)| i != o) {
+        return None;
+    }
+    let out = dims(comp, id)?;
+    if dims(comp, source) == Some(out) {
+        return Some(Action::Replace(source));
+    }
+    Some(rewrite(
+        instr,
+        Opcode::Reshape,
+        vec![source],
+        Attrs::default(),
+    ))
+}
+
 fn simplify(comp: &HloComputation, k: usize) -> Action {
     let instr = &comp.instructions()[k];
     if !instr.control_predecessors.is_empty() {
@@ -152,6 +235,9 @@ fn simplify(comp: &HloComputation, k: usize) -> Action {
         })
     };
     let action = match instr.opcode {
+        Opcode::Reshape | Opcode::Transpose if unmoved(comp, instr, InstrId::new(k)).is_some() => {
+            unmoved(comp, instr, InstrId::new(k))
+        }
         Opcode::Reshape => keep_operand(0).or_else(|| match operand(0).opcode {
             Opcode::Reshape => Some(rewrite(
                 instr,

@@ -114,6 +114,36 @@ fn transposes_compose_and_cancel() {
 }
 
 #[test]
+fn transposes_and_unit_reshapes_that_keep_every_element_in_place() {
+    // JAX's `lu_solve`: add a unit dimension, transpose, drop it, then the
+    // caller transposes back. Taken together the chain moves nothing: the
+    // source, or a reshape of it. A chain that does move stays.
+    check(
+        simplify(),
+        "HloModule m
+        ENTRY e {
+          p = f32[3,4] parameter(0)
+          a = f32[3,1,4] reshape(p)
+          b = f32[4,3,1] transpose(a), dimensions={2,0,1}
+          c = f32[4,3] reshape(b)
+          back = f32[3,4] transpose(c), dimensions={1,0}
+          t = f32[4,3] transpose(p), dimensions={1,0}
+          r = f32[4,3,1] reshape(t)
+          unit = f32[3,1,4] transpose(r), dimensions={1,2,0}
+          moved = f32[4,1,3] transpose(a), dimensions={2,1,0}
+          ROOT out = (f32[3,4], f32[3,1,4], f32[4,1,3]) tuple(back, unit, moved)
+        }",
+        &[
+            "p = f32[3,4] parameter(0)",
+            "a = f32[3,1,4] reshape(p)",
+            "unit = f32[3,1,4] reshape(p)",
+            "moved = f32[4,1,3] transpose(a), dimensions={2,1,0}",
+            "ROOT out = (f32[3,4], f32[3,1,4], f32[4,1,3]) tuple(p, unit, moved)",
+        ],
+    );
+}
+
+#[test]
 fn broadcasts_compose() {
     check(
         simplify(),
@@ -699,6 +729,40 @@ fn calls_with_effects_are_not_inlined() {
         }";
     let mut m = oxla_text::parse_module(text).unwrap();
     assert!(!Inline.run(&mut m));
+}
+
+#[test]
+fn calls_around_jaxs_lapack_custom_calls_are_inlined() {
+    // JAX's factorisations are functions of their operands, so the `jit`-ed
+    // helper around one inlines; another custom call keeps its call.
+    let text = "HloModule m
+        solve {
+          x = f32[4,4] parameter(0)
+          ROOT lu = (f32[4,4], s32[4], s32[]) custom-call(x), custom_call_target=\"lapack_sgetrf_ffi\"
+        }
+        other {
+          x = f32[4,4] parameter(0)
+          ROOT y = f32[4,4] custom-call(x), custom_call_target=\"my_kernel\"
+        }
+        ENTRY e {
+          p = f32[4,4] parameter(0)
+          c = (f32[4,4], s32[4], s32[]) call(p), to_apply=solve
+          d = f32[4,4] call(p), to_apply=other
+          ROOT t = ((f32[4,4], s32[4], s32[]), f32[4,4]) tuple(c, d)
+        }";
+    let mut m = oxla_text::parse_module(text).unwrap();
+    assert!(Inline.run(&mut m));
+    let lines = entry_lines(&m);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("custom-call(p), custom_call_target=\"lapack_sgetrf_ffi\"")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("call(p), to_apply=other")),
+        "{lines:?}"
+    );
 }
 
 /// A loop whose state is `(counter, x)`: `x = x * x` while `counter DIR

@@ -1847,6 +1847,54 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
     })
 }
 
+impl FusedLoop {
+    /// The input a `select(p, a, b)` whose predicate is one value (a
+    /// broadcast scalar, such as JAX's check that a factorisation succeeded)
+    /// returns whole: `a` or `b`, as the predicate says, when that operand
+    /// is an input of the loop's type and shape read in order. The loop
+    /// then hands that input on instead of copying it.
+    fn forwarded(&self, arrays: &[&ArrayLiteral]) -> Option<usize> {
+        let [(Op::Select(Src::Leaf(p), a, b), dst)] = self.code[..] else {
+            return None;
+        };
+        if self.result != Src::Reg(dst) || self.out_ty != self.ty {
+            return None;
+        }
+        let Leaf::Input {
+            input,
+            ty: PrimitiveType::Pred,
+            view,
+        } = self.leaves.get(p)?
+        else {
+            return None;
+        };
+        if view.strides.iter().any(|&s| s != 0) {
+            return None;
+        }
+        let ArrayData::Pred(bits) = arrays.get(*input)?.data() else {
+            return None;
+        };
+        let picked = if *bits.get(usize::try_from(view.offset).ok()?)? {
+            a
+        } else {
+            b
+        };
+        let Src::Leaf(picked) = picked else {
+            return None;
+        };
+        let Leaf::Input { input, ty, view } = self.leaves.get(picked)? else {
+            return None;
+        };
+        let array = arrays.get(*input)?;
+        (*ty == self.ty
+            && array.element_type() == self.ty
+            && array.dims() == self.dims.as_slice()
+            && view.dims == self.dims
+            && view.is_whole())
+        .then_some(*input)
+    }
+}
+
 impl Kernel for FusedLoop {
     fn name(&self) -> &'static str {
         "fused loop"
@@ -1861,6 +1909,9 @@ impl Kernel for FusedLoop {
             .iter()
             .map(|v| v.array().ok_or("a fused loop reads arrays"))
             .collect::<Result<_, _>>()?;
+        if let Some(i) = self.forwarded(&arrays) {
+            return Ok(inputs[i].clone());
+        }
         let out = match self.ty {
             PrimitiveType::F32 => self.execute::<f32>(&arrays, pool)?,
             PrimitiveType::F64 => self.execute::<f64>(&arrays, pool)?,
@@ -1944,6 +1995,70 @@ mod tests {
         f.registers = f.code.len();
         f.result = Src::Reg(f.registers.saturating_sub(1));
         f
+    }
+
+    #[test]
+    fn a_select_on_one_predicate_forwards_a_whole_operand() {
+        let n = 8;
+        let scalar_pred = |offset| Leaf::Input {
+            input: 2,
+            ty: PrimitiveType::Pred,
+            view: View {
+                dims: vec![n],
+                offset,
+                strides: vec![0],
+            },
+        };
+        let select = |p, a, b| vec![(Op::Select(p, a, b), 0)];
+        let (a, b, p) = (Src::Leaf(0), Src::Leaf(1), Src::Leaf(2));
+        let f32s = |v: f32| {
+            ArrayLiteral::new(
+                ArrayShape::new(PrimitiveType::F32, vec![n]).unwrap(),
+                ArrayData::F32(vec![v; n as usize]),
+            )
+            .unwrap()
+        };
+        let preds = ArrayLiteral::new(
+            ArrayShape::new(PrimitiveType::Pred, vec![2]).unwrap(),
+            ArrayData::Pred(vec![false, true]),
+        )
+        .unwrap();
+        let (x, y) = (f32s(1.0), f32s(2.0));
+        let arrays = [&x, &y, &preds];
+        // The predicate's element 1 is true, element 0 false.
+        let f = loop_over(PrimitiveType::F32, 8, vec![scalar_pred(1)], select(p, a, b));
+        assert_eq!(f.forwarded(&arrays), Some(0));
+        let f = loop_over(PrimitiveType::F32, 8, vec![scalar_pred(0)], select(p, a, b));
+        assert_eq!(f.forwarded(&arrays), Some(1));
+        // Not forwarded: a predicate that varies, a picked operand that is a
+        // constant, read backwards, or of a shape other than the result's.
+        let mut varying = scalar_pred(0);
+        if let Leaf::Input { view, .. } = &mut varying {
+            view.strides = vec![1];
+            view.dims = vec![2];
+        }
+        let f = loop_over(PrimitiveType::F32, 8, vec![varying], select(p, a, b));
+        assert_eq!(f.forwarded(&arrays), None);
+        let f = loop_over(
+            PrimitiveType::F32,
+            8,
+            vec![scalar_pred(1), Leaf::Scalar(3.0)],
+            select(p, Src::Leaf(3), b),
+        );
+        assert_eq!(f.forwarded(&arrays), None);
+        let mut f = loop_over(PrimitiveType::F32, 8, vec![scalar_pred(1)], select(p, a, b));
+        if let Leaf::Input { view, .. } = &mut f.leaves[0] {
+            view.offset = 7;
+            view.strides = vec![-1];
+        }
+        assert_eq!(f.forwarded(&arrays), None);
+        let short = ArrayLiteral::new(
+            ArrayShape::new(PrimitiveType::F32, vec![4]).unwrap(),
+            ArrayData::F32(vec![1.0; 4]),
+        )
+        .unwrap();
+        let f = loop_over(PrimitiveType::F32, 8, vec![scalar_pred(1)], select(p, a, b));
+        assert_eq!(f.forwarded(&[&short, &y, &preds]), None);
     }
 
     #[test]

@@ -33,6 +33,12 @@ impl View {
         }
     }
 
+    /// Whether the view reads a row-major buffer of its own dims whole, in
+    /// order: offset 0 and row-major strides.
+    pub fn is_whole(&self) -> bool {
+        self.offset == 0 && self.is_contiguous()
+    }
+
     /// Whether the view walks its buffer in row-major order from `offset`.
     fn is_contiguous(&self) -> bool {
         let expected = row_major(&self.dims);
