@@ -176,8 +176,7 @@ fn relabeled(comp: &HloComputation, id: InstrId, depth: usize) -> (InstrId, Vec<
             if kept(out) != kept(in_dims) {
                 return own();
             }
-            let (source, order, moved) = relabeled(comp, operand, depth - 1);
-            (source, order, moved)
+            relabeled(comp, operand, depth - 1)
         }
         _ => own(),
     }
@@ -234,10 +233,12 @@ fn simplify(comp: &HloComputation, k: usize) -> Action {
             )
         })
     };
+    if matches!(instr.opcode, Opcode::Reshape | Opcode::Transpose)
+        && let Some(action) = unmoved(comp, instr, InstrId::new(k))
+    {
+        return action;
+    }
     let action = match instr.opcode {
-        Opcode::Reshape | Opcode::Transpose if unmoved(comp, instr, InstrId::new(k)).is_some() => {
-            unmoved(comp, instr, InstrId::new(k))
-        }
         Opcode::Reshape => keep_operand(0).or_else(|| match operand(0).opcode {
             Opcode::Reshape => Some(rewrite(
                 instr,
