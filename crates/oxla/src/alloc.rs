@@ -29,7 +29,10 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 
 /// A global allocator that aligns blocks of [`AlignedAlloc::MIN_BYTES`]
-/// or more to 64 bytes; see the [module documentation](self).
+/// or more to 64 bytes, so that the vector loads and stores of oxla's
+/// kernels never straddle two cache lines (glibc's `malloc` starts a large
+/// block 16 bytes past a page boundary). Install it with
+/// `#[global_allocator] static ALLOC: oxla::AlignedAlloc = oxla::AlignedAlloc;`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AlignedAlloc;
 
