@@ -14,7 +14,19 @@ use std::ops::{Add, Div, Mul, Neg, Sub};
 const BASE: usize = 16;
 
 /// From this many multiply-adds a product runs on every thread.
-const PARALLEL_MIN_FLOPS: usize = 1 << 20;
+///
+/// The factorisations alternate serial panel steps with these trailing
+/// products, so the other threads fall asleep in between and each parallel
+/// product first pays to wake them (tens of microseconds under this
+/// hypervisor), and `gemm` joins them again per block of the depth. At 2^20
+/// that lost to one thread: on the Xeon of 27 November 2026, qr_512 ran in
+/// 7.4 ms on two threads and 5.9 ms on one. From 2^25 (about 0.3 ms of one
+/// core's work) the products gain; alternating thresholds
+/// (`oxla bench bench/workloads/W.hlo`, median of 50-200 runs): qr_512
+/// 7.4 -> 6.0 ms, solve_1024 9.9 -> 8.8 ms, cholesky_1024 11.6 -> 10.8 ms,
+/// inv_512 4.6 -> 4.4 ms, eigh_256 3.5 -> 3.0 ms; eigh_1024 82-95 ms
+/// either way.
+const PARALLEL_MIN_FLOPS: usize = 1 << 25;
 
 /// f32 or f64.
 pub(crate) trait Real:
