@@ -59,8 +59,13 @@ pub fn compile(module: &HloModule) -> CpuResult<CpuExecutable> {
 }
 
 /// Whether any array in the module is big enough for a kernel to split it,
-/// or a LAPACK routine works on matrices big enough for its matrix
-/// products and divide-and-conquer halves to run on several threads.
+/// a dot or convolution sums enough products for `gemm` or the batch loop
+/// to split it, or a LAPACK routine works on matrices big enough for its
+/// matrix products and divide-and-conquer halves to run on several threads.
+///
+/// An execution outside the pool whose kernel still splits its work would
+/// hand it to rayon's global pool: a second set of threads, a hand-off
+/// there and back, and `OXLA_NUM_THREADS` ignored.
 fn has_parallel_work(module: &HloModule) -> bool {
     let big = |shape: &oxla_hlo::Shape, min: usize| {
         shape
@@ -76,12 +81,53 @@ fn has_parallel_work(module: &HloModule) -> bool {
                     .as_deref()
                     .is_some_and(|t| t.starts_with("lapack_"));
             big(&i.shape, kernels::fused::PARALLEL_MIN)
+                || multiply_adds(c, i) >= kernels::dot::PARALLEL_MIN_FLOPS
                 || (lapack
                     && i.operands
                         .iter()
                         .any(|&o| big(&c.instruction(o).shape, LAPACK_PARALLEL_MIN)))
         })
     })
+}
+
+/// The multiply-adds of a dot or convolution (its result's elements times
+/// the length of each one's sum), saturating; 0 for other operations.
+fn multiply_adds(c: &oxla_hlo::HloComputation, i: &oxla_hlo::HloInstruction) -> usize {
+    let dims = |k: usize| -> Option<&[i64]> {
+        let o = *i.operands.get(k)?;
+        Some(c.instruction(o).shape.as_array()?.dims())
+    };
+    let size = |d: &[i64], k: i64| -> usize {
+        usize::try_from(k)
+            .ok()
+            .and_then(|k| d.get(k))
+            .map_or(0, |&n| usize::try_from(n).unwrap_or(0))
+    };
+    let sum_len = match i.opcode {
+        oxla_hlo::Opcode::Dot => match (dims(0), &i.attrs.dot_dnums) {
+            (Some(lhs), Some(dn)) => dn
+                .lhs_contracting_dimensions
+                .iter()
+                .fold(1usize, |p, &k| p.saturating_mul(size(lhs, k))),
+            _ => 0,
+        },
+        oxla_hlo::Opcode::Convolution => match (dims(1), &i.attrs.conv_dnums) {
+            (Some(kernel), Some(dn)) => {
+                let elements = kernel.iter().fold(1usize, |p, &n| {
+                    p.saturating_mul(usize::try_from(n).unwrap_or(0))
+                });
+                elements / size(kernel, dn.kernel_output_feature_dimension).max(1)
+            }
+            _ => 0,
+        },
+        _ => 0,
+    };
+    let out = i
+        .shape
+        .as_array()
+        .and_then(|a| a.element_count().ok())
+        .unwrap_or(0);
+    out.saturating_mul(sum_len)
 }
 
 /// Elements of a LAPACK operand (128 x 128) from which the execution
@@ -200,5 +246,57 @@ impl CpuExecutable {
         } else {
             run()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn module(text: &str) -> HloModule {
+        oxla_text::parse_module(text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    }
+
+    fn entry_root_work(m: &HloModule) -> usize {
+        let c = m.computation(m.entry_id());
+        let root = c.instruction(c.root());
+        multiply_adds(c, root)
+    }
+
+    #[test]
+    fn small_arrays_with_a_big_sum_enter_the_pool() {
+        // 256^3 multiply-adds over arrays of 64K elements: gemm splits the
+        // product, so the execution must run inside oxla's pool.
+        let matmul = module(
+            "HloModule m\nENTRY e {\n  a = f32[256,256] parameter(0)\n  b = f32[256,256] parameter(1)\n  ROOT d = f32[256,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+        );
+        assert_eq!(entry_root_work(&matmul), 256 * 256 * 256);
+        assert!(has_parallel_work(&matmul));
+        // 64^3 stays on the caller's thread.
+        let small = module(
+            "HloModule m\nENTRY e {\n  a = f32[64,64] parameter(0)\n  b = f32[64,64] parameter(1)\n  ROOT d = f32[64,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+        );
+        assert_eq!(entry_root_work(&small), 64 * 64 * 64);
+        assert!(!has_parallel_work(&small));
+        // A batched dot contracting two dimensions: 4 x 32 x 32 results,
+        // each a sum of 16 x 64.
+        let batched = module(
+            "HloModule m\nENTRY e {\n  a = f32[4,32,16,64] parameter(0)\n  b = f32[4,16,64,32] parameter(1)\n  ROOT d = f32[4,32,32] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2,3}, rhs_contracting_dims={1,2}\n}\n",
+        );
+        assert_eq!(entry_root_work(&batched), 4 * 32 * 32 * 16 * 64);
+        assert!(has_parallel_work(&batched));
+        // A 3x3 convolution, 64 to 64 features on 16x16: each of the
+        // 8*16*16*64 results sums 3*3*64 products.
+        let conv = module(
+            "HloModule m\nENTRY e {\n  x = f32[8,64,16,16] parameter(0)\n  k = f32[64,64,3,3] parameter(1)\n  ROOT c = f32[8,64,16,16] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n}\n",
+        );
+        assert_eq!(entry_root_work(&conv), 8 * 16 * 16 * 64 * 3 * 3 * 64);
+        assert!(has_parallel_work(&conv));
+        // The same convolution on one 4x4 image and 8 features is small.
+        let tiny = module(
+            "HloModule m\nENTRY e {\n  x = f32[1,8,4,4] parameter(0)\n  k = f32[8,8,3,3] parameter(1)\n  ROOT c = f32[1,8,4,4] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n}\n",
+        );
+        assert_eq!(entry_root_work(&tiny), 4 * 4 * 8 * 3 * 3 * 8);
+        assert!(!has_parallel_work(&tiny));
     }
 }

@@ -26,7 +26,7 @@ use crate::buffer::Pool;
 use crate::value::Value;
 
 /// Products with fewer multiply-adds than this run on one thread.
-const PARALLEL_MIN_FLOPS: usize = 1 << 20;
+pub(crate) const PARALLEL_MIN_FLOPS: usize = 1 << 20;
 
 /// Products up to this many multiply-adds run as plain loops.
 const TINY_FLOPS: usize = 16 * 16 * 16;
