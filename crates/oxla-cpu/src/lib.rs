@@ -80,7 +80,7 @@ fn has_parallel_work(module: &HloModule) -> bool {
                     .custom_call_target
                     .as_deref()
                     .is_some_and(|t| t.starts_with("lapack_"));
-            big(&i.shape, kernels::fused::PARALLEL_MIN)
+            big(&i.shape, SPLIT_MIN)
                 || multiply_adds(c, i) >= kernels::dot::PARALLEL_MIN_FLOPS
                 || (lapack
                     && i.operands
@@ -129,6 +129,11 @@ fn multiply_adds(c: &oxla_hlo::HloComputation, i: &oxla_hlo::HloInstruction) -> 
         .unwrap_or(0);
     out.saturating_mul(sum_len)
 }
+
+/// Elements of an array from which some kernel may split its work: sorts
+/// and reduce-windows split rows from 2^16 elements (fused loops and
+/// reductions from 2^17).
+const SPLIT_MIN: usize = 1 << 16;
 
 /// Elements of a LAPACK operand (128 x 128) from which the execution
 /// enters the thread pool.
@@ -298,5 +303,18 @@ mod tests {
         );
         assert_eq!(entry_root_work(&tiny), 4 * 4 * 8 * 3 * 3 * 8);
         assert!(!has_parallel_work(&tiny));
+    }
+
+    #[test]
+    fn a_sort_that_splits_its_rows_enters_the_pool() {
+        // 256 rows of 256: the sort kernel orders rows in parallel.
+        let sort = module(
+            "HloModule m\ncmp {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT lt = pred[] compare(p, q), direction=LT\n}\nENTRY e {\n  a = f32[256,256] parameter(0)\n  ROOT s = f32[256,256] sort(a), dimensions={1}, to_apply=cmp\n}\n",
+        );
+        assert!(has_parallel_work(&sort));
+        let small = module(
+            "HloModule m\ncmp {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT lt = pred[] compare(p, q), direction=LT\n}\nENTRY e {\n  a = f32[64,256] parameter(0)\n  ROOT s = f32[64,256] sort(a), dimensions={1}, to_apply=cmp\n}\n",
+        );
+        assert!(!has_parallel_work(&small));
     }
 }
