@@ -91,7 +91,10 @@ fn has_parallel_work(module: &HloModule) -> bool {
 }
 
 /// The multiply-adds of a dot or convolution (its result's elements times
-/// the length of each one's sum), saturating; 0 for other operations.
+/// the length of each one's sum), at most those of a LAPACK call (its
+/// largest operand's elements times the longest matrix side of any
+/// operand, which bounds what `lapack.rs` weighs before running batch
+/// elements in parallel), saturating; 0 for other operations.
 fn multiply_adds(c: &oxla_hlo::HloComputation, i: &oxla_hlo::HloInstruction) -> usize {
     let dims = |k: usize| -> Option<&[i64]> {
         let o = *i.operands.get(k)?;
@@ -120,6 +123,28 @@ fn multiply_adds(c: &oxla_hlo::HloComputation, i: &oxla_hlo::HloInstruction) -> 
             }
             _ => 0,
         },
+        oxla_hlo::Opcode::CustomCall
+            if i.attrs
+                .custom_call_target
+                .as_deref()
+                .is_some_and(|t| t.starts_with("lapack_")) =>
+        {
+            let shapes = || (0..i.operands.len()).filter_map(dims);
+            let elements = shapes()
+                .map(|d| {
+                    d.iter().fold(1usize, |p, &n| {
+                        p.saturating_mul(usize::try_from(n).unwrap_or(0))
+                    })
+                })
+                .max()
+                .unwrap_or(0);
+            let side = shapes()
+                .flat_map(|d| d.iter().rev().take(2))
+                .map(|&n| usize::try_from(n).unwrap_or(0))
+                .max()
+                .unwrap_or(0);
+            return elements.saturating_mul(side);
+        }
         _ => 0,
     };
     let out = i
@@ -314,6 +339,22 @@ mod tests {
         assert!(has_parallel_work(&sort));
         let small = module(
             "HloModule m\ncmp {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT lt = pred[] compare(p, q), direction=LT\n}\nENTRY e {\n  a = f32[64,256] parameter(0)\n  ROOT s = f32[64,256] sort(a), dimensions={1}, to_apply=cmp\n}\n",
+        );
+        assert!(!has_parallel_work(&small));
+    }
+
+    #[test]
+    fn batched_lapack_calls_that_split_their_batch_enter_the_pool() {
+        // Two 90 x 90 factorisations: 16,200 elements, but 2 * 8100 * 90
+        // multiply-adds, so lapack.rs runs the two in parallel.
+        let lu = module(
+            "HloModule m\nENTRY e {\n  a = f32[2,90,90] parameter(0)\n  ROOT r = (f32[2,90,90], s32[2,90], s32[2]) custom-call(a), custom_call_target=\"lapack_sgetrf_ffi\"\n}\n",
+        );
+        assert_eq!(entry_root_work(&lu), 2 * 90 * 90 * 90);
+        assert!(has_parallel_work(&lu));
+        // Two 8 x 8 ones do not.
+        let small = module(
+            "HloModule m\nENTRY e {\n  a = f32[2,8,8] parameter(0)\n  ROOT r = (f32[2,8,8], s32[2,8], s32[2]) custom-call(a), custom_call_target=\"lapack_sgetrf_ffi\"\n}\n",
         );
         assert!(!has_parallel_work(&small));
     }
