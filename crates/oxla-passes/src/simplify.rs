@@ -117,6 +117,21 @@ fn with_dims(dimensions: Vec<i64>) -> Attrs {
     }
 }
 
+/// `instr` (a broadcast or transpose of an iota) as an iota of its own
+/// shape counting along `along`: the same values, computed where they are
+/// read instead of copied.
+fn iota(instr: &HloInstruction, along: i64) -> Action {
+    rewrite(
+        instr,
+        Opcode::Iota,
+        Vec::new(),
+        Attrs {
+            iota_dimension: Some(along),
+            ..Attrs::default()
+        },
+    )
+}
+
 fn is_identity(perm: &[i64]) -> bool {
     perm.iter().enumerate().all(|(i, &p)| p == i as i64)
 }
@@ -271,6 +286,13 @@ fn simplify(comp: &HloComputation, k: usize) -> Action {
                         }
                     }
                     Opcode::Broadcast => scalar_broadcast(instr.operands[0]),
+                    Opcode::Iota => {
+                        // Result dimension j is operand dimension perm[j].
+                        let along = operand(0).attrs.iota_dimension;
+                        along
+                            .and_then(|d| perm.iter().position(|&p| p == d))
+                            .map(|j| iota(instr, j as i64))
+                    }
                     _ => None,
                 }
             }
@@ -288,6 +310,12 @@ fn simplify(comp: &HloComputation, k: usize) -> Action {
                     operand(0).operands.clone(),
                     with_dims(composed),
                 ))
+            } else if operand(0).opcode == Opcode::Iota {
+                // The counter runs along the dimension its own maps to.
+                let along = operand(0).attrs.iota_dimension;
+                along
+                    .and_then(|d| map.get(usize::try_from(d).ok()?))
+                    .map(|&d| iota(instr, d))
             } else {
                 None
             }

@@ -144,6 +144,38 @@ fn transposes_and_unit_reshapes_that_keep_every_element_in_place() {
 }
 
 #[test]
+fn broadcasts_and_transposes_of_an_iota_become_iotas() {
+    // `jnp.eye`: a counter broadcast along rows and along columns, compared.
+    // Each broadcast is an iota of its own shape along the dimension the
+    // counter went to; so is a transpose of an iota. A broadcast of
+    // another array stays.
+    check(
+        simplify(),
+        "HloModule m
+        ENTRY e {
+          i = s32[4] iota(), iota_dimension=0
+          rows = s32[4,3,4] broadcast(i), dimensions={0}
+          cols = s32[4,3,4] broadcast(i), dimensions={2}
+          eq = pred[4,3,4] compare(rows, cols), direction=EQ
+          j = f32[2,5] iota(), iota_dimension=1
+          t = f32[5,2] transpose(j), dimensions={1,0}
+          p = s32[4] parameter(0)
+          kept = s32[3,4] broadcast(p), dimensions={1}
+          ROOT out = (pred[4,3,4], f32[5,2], s32[3,4]) tuple(eq, t, kept)
+        }",
+        &[
+            "rows = s32[4,3,4] iota(), iota_dimension=0",
+            "cols = s32[4,3,4] iota(), iota_dimension=2",
+            "eq = pred[4,3,4] compare(rows, cols), direction=EQ",
+            "t = f32[5,2] iota(), iota_dimension=0",
+            "p = s32[4] parameter(0)",
+            "kept = s32[3,4] broadcast(p), dimensions={1}",
+            "ROOT out = (pred[4,3,4], f32[5,2], s32[3,4]) tuple(eq, t, kept)",
+        ],
+    );
+}
+
+#[test]
 fn broadcasts_compose() {
     check(
         simplify(),
