@@ -2154,3 +2154,33 @@ fn a_select_on_one_predicate_hands_on_the_operand_it_picks() {
     }
     assert!(exe.describe().contains("fused loop"), "{}", exe.describe());
 }
+
+#[test]
+fn lapack_calls_overwrite_an_operand_only_when_nothing_else_reads_it() {
+    // `m` and `x` are made here and read only by the LU and the solve,
+    // which then factor and solve in their buffers; `n` is read again
+    // after its LU, so that LU works on a copy and `later` sees `n` itself.
+    let lu = "custom_call_target=\"lapack_sgetrf_ffi\", api_version=API_VERSION_TYPED_FFI, backend_config={}";
+    let trsm = "custom_call_target=\"lapack_strsm_ffi\", api_version=API_VERSION_TYPED_FFI, backend_config={diag = 78 : ui8, side = 76 : ui8, trans_x = 78 : ui8, uplo = 76 : ui8}";
+    let text = format!(
+        "HloModule t
+ENTRY e {{
+  p = f32[160,160] parameter(0)
+  b = f32[160,24] parameter(1)
+  m = f32[160,160] multiply(p, p)
+  l = (f32[160,160], s32[160], s32[]) custom-call(m), {lu}
+  f = f32[160,160] get-tuple-element(l), index=0
+  x = f32[160,24] add(b, b)
+  s = f32[160,24] custom-call(f, x), {trsm}
+  n = f32[160,160] negate(p)
+  l2 = (f32[160,160], s32[160], s32[]) custom-call(n), {lu}
+  f2 = f32[160,160] get-tuple-element(l2), index=0
+  later = f32[160,160] add(n, f2)
+  ROOT r = (f32[160,160], f32[160,24], f32[160,160]) tuple(f, s, later)
+}}
+"
+    );
+    // Were `n` overwritten by its factors, `later` would be about 2 * f2
+    // instead of n + f2, far outside the tolerance.
+    check(&text, 1e-3);
+}

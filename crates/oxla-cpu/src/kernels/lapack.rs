@@ -21,11 +21,65 @@ use super::Kernel;
 use super::dense::{self, Real, Triangle};
 use super::orthogonal;
 use super::svd;
+use std::sync::Arc;
+
 use crate::buffer::Pool;
-use crate::value::Value;
+use crate::value::{Buf, Value};
 
 /// From this many multiply-adds in all, batch elements run in parallel.
 const PARALLEL_MIN_FLOPS: usize = 1 << 20;
+
+/// An operand's elements: read where they are, or the operand's own buffer
+/// when the routine overwrites a copy of it and nothing else holds it.
+enum Src<'x, T> {
+    Shared(&'x [T]),
+    Mine(Vec<T>),
+}
+
+impl<T: NativeType> Src<'_, T> {
+    fn slice(&self) -> &[T] {
+        match self {
+            Src::Shared(s) => s,
+            Src::Mine(v) => v,
+        }
+    }
+
+    /// The elements in a buffer the routine may overwrite: the operand's
+    /// own, else a copy.
+    fn into_work(self, pool: &Pool) -> Vec<T> {
+        match self {
+            Src::Mine(v) => v,
+            Src::Shared(s) => {
+                let mut w = pool.take::<T>(s.len());
+                w.copy_from_slice(s);
+                w
+            }
+        }
+    }
+}
+
+/// The array `v` holds, moved out, when `v` is the only holder of an array
+/// made during this execution (`v` is left a token); else `None`, and `v`
+/// is unchanged.
+fn take_exclusive(v: &mut Value<'_>) -> Option<ArrayLiteral> {
+    match v {
+        Value::Array(Buf::Own(a)) if Arc::strong_count(a) == 1 && Arc::weak_count(a) == 0 => {}
+        _ => return None,
+    }
+    match std::mem::replace(v, Value::Token) {
+        Value::Array(Buf::Own(a)) => match Arc::try_unwrap(a) {
+            Ok(array) => Some(array),
+            Err(shared) => {
+                *v = Value::Array(Buf::Own(shared));
+                None
+            }
+        },
+        other => {
+            *v = other;
+            None
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug)]
 enum Routine {
@@ -277,23 +331,54 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<Lapa
 
 impl LapackKernel {
     /// Runs on the matrices of `a` (and `b`): the arrays of the result.
+    /// [`Self::compute`] on operands of element type `T`: `mine` is an
+    /// operand (by index) moved out of `inputs`.
+    fn compute_typed<T: Real + NativeType>(
+        &self,
+        inputs: &[Value<'_>],
+        mine: Option<(usize, ArrayLiteral)>,
+        pool: &Pool,
+    ) -> Result<Vec<ArrayData>, String> {
+        let wrong = || format!("{} reads f32 or f64 matrices", self.name);
+        let (taken, mut own) = match mine {
+            Some((i, array)) => (
+                Some(i),
+                Some(T::into_vec(array.into_data()).map_err(|_| wrong())?),
+            ),
+            None => (None, None),
+        };
+        let mut operand = |i: usize| -> Result<Option<Src<'_, T>>, String> {
+            if taken == Some(i) {
+                return Ok(own.take().map(Src::Mine));
+            }
+            match inputs.get(i).and_then(Value::array) {
+                Some(a) => T::slice(a.data())
+                    .map(|s| Some(Src::Shared(s)))
+                    .ok_or_else(wrong),
+                None => Ok(None),
+            }
+        };
+        let a = operand(0)?.ok_or_else(|| format!("{} reads an array", self.name))?;
+        let b = operand(1)?;
+        self.compute(a, b, pool)
+    }
+
     fn compute<T: Real + NativeType>(
         &self,
-        a: &[T],
-        b: Option<&[T]>,
+        a: Src<'_, T>,
+        b: Option<Src<'_, T>>,
         pool: &Pool,
     ) -> Result<Vec<ArrayData>, String> {
         let (batches, m, n) = (self.batches, self.m, self.n);
         let size = m * n;
-        if a.len() != batches * size {
+        if a.slice().len() != batches * size {
             return Err(format!("{}: operand of the wrong size", self.name));
         }
         let parallel = batches > 1 && batches * size * m.min(n) >= PARALLEL_MIN_FLOPS;
         match self.routine {
             Routine::Getrf => {
                 let k = m.min(n);
-                let mut lu = pool.take::<T>(a.len());
-                lu.copy_from_slice(a);
+                let mut lu = a.into_work(pool);
                 let mut pivots = vec![0i32; batches * k];
                 let mut info = vec![0i32; batches];
                 let one = |((x, p), s): ((&mut [T], &mut [i32]), &mut i32)| {
@@ -313,8 +398,7 @@ impl LapackKernel {
                 ])
             }
             Routine::Potrf { lower } => {
-                let mut factor = pool.take::<T>(a.len());
-                factor.copy_from_slice(a);
+                let mut factor = a.into_work(pool);
                 let mut info = vec![0i32; batches];
                 let one = |(x, s): (&mut [T], &mut i32)| {
                     *s = cholesky(x, n, lower);
@@ -327,8 +411,7 @@ impl LapackKernel {
             }
             Routine::Geqrf => {
                 let k = m.min(n);
-                let mut qr = pool.take::<T>(a.len());
-                qr.copy_from_slice(a);
+                let mut qr = a.into_work(pool);
                 let mut tau = vec![T::ZERO; batches * k];
                 let one = |(x, t): (&mut [T], &mut [T])| orthogonal::geqrf(x, m, n, t);
                 if size > 0 && k > 0 {
@@ -339,6 +422,7 @@ impl LapackKernel {
             }
             Routine::Orgqr => {
                 let tau = b.ok_or_else(|| format!("{} reads tau", self.name))?;
+                let (a, tau) = (a.slice(), tau.slice());
                 let k = self.rhs.0;
                 if tau.len() != batches * k {
                     return Err(format!("{}: tau of the wrong size", self.name));
@@ -356,8 +440,7 @@ impl LapackKernel {
                 Ok(vec![T::wrap(q)])
             }
             Routine::Syevd { lower } => {
-                let mut vectors = pool.take::<T>(a.len());
-                vectors.copy_from_slice(a);
+                let mut vectors = a.into_work(pool);
                 let mut values = vec![T::ZERO; batches * n];
                 let mut info = vec![0i32; batches];
                 let one = |((x, w), s): ((&mut [T], &mut [T]), &mut i32)| {
@@ -379,8 +462,8 @@ impl LapackKernel {
             Routine::Gesdd { full } => {
                 let k = m.min(n);
                 let (u_cols, vt_rows) = if full { (m, n) } else { (k, k) };
-                let mut copy = pool.take::<T>(a.len());
-                copy.copy_from_slice(a);
+                // The operand is also the first result (LAPACK overwrites it).
+                let copy = a.into_work(pool);
                 let mut s = vec![T::ZERO; batches * k];
                 let mut u = vec![T::ZERO; batches * m * u_cols];
                 let mut vt = vec![T::ZERO; batches * vt_rows * n];
@@ -404,8 +487,9 @@ impl LapackKernel {
                             v.chunks_mut(len).collect()
                         }
                     }
-                    let inputs: Vec<&[T]> =
-                        (0..batches).map(|b| &a[b * size..(b + 1) * size]).collect();
+                    let inputs: Vec<&[T]> = (0..batches)
+                        .map(|b| &copy[b * size..(b + 1) * size])
+                        .collect();
                     let work = inputs
                         .into_iter()
                         .zip(parts(&mut s, k, batches))
@@ -429,11 +513,11 @@ impl LapackKernel {
                 let b = b.ok_or_else(|| format!("{} reads a right-hand side", self.name))?;
                 let (rows, cols) = self.rhs;
                 let bsize = rows * cols;
-                if b.len() != batches * bsize {
+                if b.slice().len() != batches * bsize {
                     return Err(format!("{}: right-hand side of the wrong size", self.name));
                 }
-                let mut x = pool.take::<T>(b.len());
-                x.copy_from_slice(b);
+                let a = a.slice();
+                let mut x = b.into_work(pool);
                 if size > 0 && bsize > 0 {
                     let one = |(t, x): (&[T], &mut [T])| trsm(t, x, n, rows, cols, &opts);
                     let work = a.chunks(size).zip(x.chunks_mut(bsize));
@@ -557,16 +641,23 @@ impl Kernel for LapackKernel {
     }
 
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
-        let a = inputs
+        let ty = inputs
             .first()
             .and_then(Value::array)
-            .ok_or_else(|| format!("{} reads an array", self.name))?;
-        let b = inputs.get(1).and_then(Value::array);
-        let arrays = match (a.data(), b.map(ArrayLiteral::data)) {
-            (ArrayData::F32(a), None) => self.compute::<f32>(a, None, pool)?,
-            (ArrayData::F32(a), Some(ArrayData::F32(b))) => self.compute(a, Some(b), pool)?,
-            (ArrayData::F64(a), None) => self.compute::<f64>(a, None, pool)?,
-            (ArrayData::F64(a), Some(ArrayData::F64(b))) => self.compute(a, Some(b), pool)?,
+            .ok_or_else(|| format!("{} reads an array", self.name))?
+            .element_type();
+        // The operand the routine overwrites a copy of: its own buffer
+        // instead, when this is its last reader (JAX's calls alias it to
+        // the result, as LAPACK works in place).
+        let overwritten = match self.routine {
+            Routine::Trsm(_) => Some(1),
+            Routine::Orgqr => None,
+            _ => Some(0),
+        };
+        let mine = overwritten.and_then(|i| Some((i, take_exclusive(inputs.get_mut(i)?)?)));
+        let arrays = match ty {
+            PrimitiveType::F32 => self.compute_typed::<f32>(inputs, mine, pool)?,
+            PrimitiveType::F64 => self.compute_typed::<f64>(inputs, mine, pool)?,
             _ => return Err(format!("{} reads f32 or f64 matrices", self.name)),
         };
         let mut values = Vec::with_capacity(arrays.len());
