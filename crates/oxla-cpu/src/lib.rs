@@ -80,7 +80,18 @@ fn has_parallel_work(module: &HloModule) -> bool {
                     .custom_call_target
                     .as_deref()
                     .is_some_and(|t| t.starts_with("lapack_"));
-            big(&i.shape, SPLIT_MIN)
+            let rows = matches!(
+                i.opcode,
+                oxla_hlo::Opcode::Sort
+                    | oxla_hlo::Opcode::ReduceWindow
+                    | oxla_hlo::Opcode::SelectAndScatter
+            );
+            big(&i.shape, kernels::fused::PARALLEL_MIN)
+                || (rows
+                    && (big(&i.shape, ROWS_SPLIT_MIN)
+                        || i.operands
+                            .iter()
+                            .any(|&o| big(&c.instruction(o).shape, ROWS_SPLIT_MIN))))
                 || multiply_adds(c, i) >= kernels::dot::PARALLEL_MIN_FLOPS
                 || (lapack
                     && i.operands
@@ -155,10 +166,9 @@ fn multiply_adds(c: &oxla_hlo::HloComputation, i: &oxla_hlo::HloInstruction) -> 
     out.saturating_mul(sum_len)
 }
 
-/// Elements of an array from which some kernel may split its work: sorts
-/// and reduce-windows split rows from 2^16 elements (fused loops and
-/// reductions from 2^17).
-const SPLIT_MIN: usize = 1 << 16;
+/// Elements from which sorts, reduce-windows and select-and-scatters
+/// split their rows (every other kernel from `fused::PARALLEL_MIN`, 2^17).
+const ROWS_SPLIT_MIN: usize = 1 << 16;
 
 /// Elements of a LAPACK operand (128 x 128) from which the execution
 /// enters the thread pool.
@@ -341,6 +351,11 @@ mod tests {
             "HloModule m\ncmp {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT lt = pred[] compare(p, q), direction=LT\n}\nENTRY e {\n  a = f32[64,256] parameter(0)\n  ROOT s = f32[64,256] sort(a), dimensions={1}, to_apply=cmp\n}\n",
         );
         assert!(!has_parallel_work(&small));
+        // 96K elements of element-wise work alone stay on the caller's thread.
+        let loop_only = module(
+            "HloModule m\nENTRY e {\n  a = f32[384,256] parameter(0)\n  ROOT s = f32[384,256] sine(a)\n}\n",
+        );
+        assert!(!has_parallel_work(&loop_only));
     }
 
     #[test]
