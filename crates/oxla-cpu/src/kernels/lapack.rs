@@ -10,6 +10,8 @@
 //! routines, malformed calls, whose errors the interpreter words) is left
 //! to the interpreter, whose contracts these follow.
 
+use std::sync::Arc;
+
 use oxla_hlo::ir::{TriangularSolveOptions, TriangularTranspose};
 use oxla_hlo::{
     ArrayData, ArrayLiteral, ArrayShape, HloComputation, HloInstruction, NativeType, Opcode,
@@ -21,8 +23,6 @@ use super::Kernel;
 use super::dense::{self, Real, Triangle};
 use super::orthogonal;
 use super::svd;
-use std::sync::Arc;
-
 use crate::buffer::Pool;
 use crate::value::{Buf, Value};
 
@@ -330,7 +330,6 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<Lapa
 }
 
 impl LapackKernel {
-    /// Runs on the matrices of `a` (and `b`): the arrays of the result.
     /// [`Self::compute`] on operands of element type `T`: `mine` is an
     /// operand (by index) moved out of `inputs`.
     fn compute_typed<T: Real + NativeType>(
@@ -363,6 +362,7 @@ impl LapackKernel {
         self.compute(a, b, pool)
     }
 
+    /// Runs on the matrices of `a` (and `b`): the arrays of the result.
     fn compute<T: Real + NativeType>(
         &self,
         a: Src<'_, T>,
