@@ -75,11 +75,6 @@ fn has_parallel_work(module: &HloModule) -> bool {
     };
     module.computations().iter().any(|c| {
         c.instructions().iter().any(|i| {
-            let lapack = i.opcode == oxla_hlo::Opcode::CustomCall
-                && i.attrs
-                    .custom_call_target
-                    .as_deref()
-                    .is_some_and(|t| t.starts_with("lapack_"));
             let rows = matches!(
                 i.opcode,
                 oxla_hlo::Opcode::Sort
@@ -93,7 +88,7 @@ fn has_parallel_work(module: &HloModule) -> bool {
                             .iter()
                             .any(|&o| big(&c.instruction(o).shape, ROWS_SPLIT_MIN))))
                 || multiply_adds(c, i) >= kernels::dot::PARALLEL_MIN_FLOPS
-                || (lapack
+                || (is_lapack(i)
                     && i.operands
                         .iter()
                         .any(|&o| big(&c.instruction(o).shape, LAPACK_PARALLEL_MIN)))
@@ -107,63 +102,50 @@ fn has_parallel_work(module: &HloModule) -> bool {
 /// operand, which bounds what `lapack.rs` weighs before running batch
 /// elements in parallel), saturating; 0 for other operations.
 fn multiply_adds(c: &oxla_hlo::HloComputation, i: &oxla_hlo::HloInstruction) -> usize {
-    let dims = |k: usize| -> Option<&[i64]> {
-        let o = *i.operands.get(k)?;
-        Some(c.instruction(o).shape.as_array()?.dims())
-    };
-    let size = |d: &[i64], k: i64| -> usize {
-        usize::try_from(k)
+    use oxla_hlo::{ArrayShape, Opcode};
+    let operand = |k: usize| c.instruction(*i.operands.get(k)?).shape.as_array();
+    // Shapes are verified: dimensions are sizes, and a count that would
+    // overflow is as large as counts go.
+    let elements = |a: &ArrayShape| a.element_count().unwrap_or(usize::MAX);
+    let size = |a: &ArrayShape, d: i64| {
+        usize::try_from(d)
             .ok()
-            .and_then(|k| d.get(k))
-            .map_or(0, |&n| usize::try_from(n).unwrap_or(0))
+            .and_then(|d| a.dims_usize().get(d).copied())
+            .unwrap_or(0)
     };
-    let sum_len = match i.opcode {
-        oxla_hlo::Opcode::Dot => match (dims(0), &i.attrs.dot_dnums) {
-            (Some(lhs), Some(dn)) => dn
-                .lhs_contracting_dimensions
+    let sum_len = match (i.opcode, operand(0), operand(1)) {
+        (Opcode::Dot, Some(lhs), _) => i.attrs.dot_dnums.as_ref().map_or(0, |dn| {
+            dn.lhs_contracting_dimensions
                 .iter()
-                .fold(1usize, |p, &k| p.saturating_mul(size(lhs, k))),
-            _ => 0,
-        },
-        oxla_hlo::Opcode::Convolution => match (dims(1), &i.attrs.conv_dnums) {
-            (Some(kernel), Some(dn)) => {
-                let elements = kernel.iter().fold(1usize, |p, &n| {
-                    p.saturating_mul(usize::try_from(n).unwrap_or(0))
-                });
-                elements / size(kernel, dn.kernel_output_feature_dimension).max(1)
-            }
-            _ => 0,
-        },
-        oxla_hlo::Opcode::CustomCall
-            if i.attrs
-                .custom_call_target
-                .as_deref()
-                .is_some_and(|t| t.starts_with("lapack_")) =>
-        {
-            let shapes = || (0..i.operands.len()).filter_map(dims);
-            let elements = shapes()
-                .map(|d| {
-                    d.iter().fold(1usize, |p, &n| {
-                        p.saturating_mul(usize::try_from(n).unwrap_or(0))
-                    })
-                })
-                .max()
-                .unwrap_or(0);
+                .fold(1usize, |p, &d| p.saturating_mul(size(lhs, d)))
+        }),
+        (Opcode::Convolution, _, Some(kernel)) => i.attrs.conv_dnums.as_ref().map_or(0, |dn| {
+            elements(kernel) / size(kernel, dn.kernel_output_feature_dimension).max(1)
+        }),
+        (Opcode::CustomCall, ..) if is_lapack(i) => {
+            let shapes = || (0..i.operands.len()).filter_map(operand);
+            let most = shapes().map(elements).max().unwrap_or(0);
             let side = shapes()
-                .flat_map(|d| d.iter().rev().take(2))
-                .map(|&n| usize::try_from(n).unwrap_or(0))
+                .flat_map(|a| a.dims_usize().into_iter().rev().take(2))
                 .max()
                 .unwrap_or(0);
-            return elements.saturating_mul(side);
+            return most.saturating_mul(side);
         }
         _ => 0,
     };
-    let out = i
-        .shape
+    i.shape
         .as_array()
-        .and_then(|a| a.element_count().ok())
-        .unwrap_or(0);
-    out.saturating_mul(sum_len)
+        .map_or(0, elements)
+        .saturating_mul(sum_len)
+}
+
+/// Whether `i` is one of JAX's LAPACK custom calls.
+fn is_lapack(i: &oxla_hlo::HloInstruction) -> bool {
+    i.opcode == oxla_hlo::Opcode::CustomCall
+        && i.attrs
+            .custom_call_target
+            .as_deref()
+            .is_some_and(|t| t.starts_with("lapack_"))
 }
 
 /// Elements from which sorts, reduce-windows and select-and-scatters

@@ -85,6 +85,21 @@ impl<'a> Value<'a> {
             _ => None,
         }
     }
+
+    /// The array, moved out (leaving a token), when this value is the only
+    /// holder of an array made during the execution; else `None`, and the
+    /// value is unchanged.
+    pub fn take_unshared(&mut self) -> Option<ArrayLiteral> {
+        match std::mem::replace(self, Value::Token) {
+            Value::Array(Buf::Own(a)) => Arc::try_unwrap(a)
+                .map_err(|shared| *self = Value::Array(Buf::Own(shared)))
+                .ok(),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
 }
 
 /// A tuple's elements, moved out when nothing else shares the tuple.

@@ -10,8 +10,6 @@
 //! routines, malformed calls, whose errors the interpreter words) is left
 //! to the interpreter, whose contracts these follow.
 
-use std::sync::Arc;
-
 use oxla_hlo::ir::{TriangularSolveOptions, TriangularTranspose};
 use oxla_hlo::{
     ArrayData, ArrayLiteral, ArrayShape, HloComputation, HloInstruction, NativeType, Opcode,
@@ -24,7 +22,7 @@ use super::dense::{self, Real, Triangle};
 use super::orthogonal;
 use super::svd;
 use crate::buffer::Pool;
-use crate::value::{Buf, Value};
+use crate::value::Value;
 
 /// From this many multiply-adds in all, batch elements run in parallel.
 const PARALLEL_MIN_FLOPS: usize = 1 << 20;
@@ -54,29 +52,6 @@ impl<T: NativeType> Src<'_, T> {
                 w.copy_from_slice(s);
                 w
             }
-        }
-    }
-}
-
-/// The array `v` holds, moved out, when `v` is the only holder of an array
-/// made during this execution (`v` is left a token); else `None`, and `v`
-/// is unchanged.
-fn take_exclusive(v: &mut Value<'_>) -> Option<ArrayLiteral> {
-    match v {
-        Value::Array(Buf::Own(a)) if Arc::strong_count(a) == 1 && Arc::weak_count(a) == 0 => {}
-        _ => return None,
-    }
-    match std::mem::replace(v, Value::Token) {
-        Value::Array(Buf::Own(a)) => match Arc::try_unwrap(a) {
-            Ok(array) => Some(array),
-            Err(shared) => {
-                *v = Value::Array(Buf::Own(shared));
-                None
-            }
-        },
-        other => {
-            *v = other;
-            None
         }
     }
 }
@@ -654,7 +629,7 @@ impl Kernel for LapackKernel {
             Routine::Orgqr => None,
             _ => Some(0),
         };
-        let mine = overwritten.and_then(|i| Some((i, take_exclusive(inputs.get_mut(i)?)?)));
+        let mine = overwritten.and_then(|i| Some((i, inputs.get_mut(i)?.take_unshared()?)));
         let arrays = match ty {
             PrimitiveType::F32 => self.compute_typed::<f32>(inputs, mine, pool)?,
             PrimitiveType::F64 => self.compute_typed::<f64>(inputs, mine, pool)?,
