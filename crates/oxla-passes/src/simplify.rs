@@ -311,11 +311,19 @@ fn simplify(comp: &HloComputation, k: usize) -> Action {
                     with_dims(composed),
                 ))
             } else if operand(0).opcode == Opcode::Iota {
-                // The counter runs along the dimension its own maps to.
+                // The counter runs along the dimension its own maps to,
+                // unless that one only repeats a counter of size 1 (all
+                // zeros).
                 let along = operand(0).attrs.iota_dimension;
+                let size =
+                    |dims: Option<&[i64]>, d: i64| dims?.get(usize::try_from(d).ok()?).copied();
                 along
-                    .and_then(|d| map.get(usize::try_from(d).ok()?))
-                    .map(|&d| iota(instr, d))
+                    .and_then(|d| {
+                        let to = *map.get(usize::try_from(d).ok()?)?;
+                        let kept = size(dims(comp, instr.operands[0]), d) == size(out_dims, to);
+                        kept.then_some(to)
+                    })
+                    .map(|d| iota(instr, d))
             } else {
                 None
             }

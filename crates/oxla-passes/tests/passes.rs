@@ -161,7 +161,11 @@ fn broadcasts_and_transposes_of_an_iota_become_iotas() {
           t = f32[5,2] transpose(j), dimensions={1,0}
           p = s32[4] parameter(0)
           kept = s32[3,4] broadcast(p), dimensions={1}
-          ROOT out = (pred[4,3,4], f32[5,2], s32[3,4]) tuple(eq, t, kept)
+          z = u16[4,1] iota(), iota_dimension=1
+          zeros = u16[4,2] broadcast(z), dimensions={0,1}
+          y = u16[4,1] iota(), iota_dimension=0
+          down = u16[4,2] broadcast(y), dimensions={0,1}
+          ROOT out = (pred[4,3,4], f32[5,2], s32[3,4], u16[4,2], u16[4,2]) tuple(eq, t, kept, zeros, down)
         }",
         &[
             "rows = s32[4,3,4] iota(), iota_dimension=0",
@@ -170,7 +174,11 @@ fn broadcasts_and_transposes_of_an_iota_become_iotas() {
             "t = f32[5,2] iota(), iota_dimension=0",
             "p = s32[4] parameter(0)",
             "kept = s32[3,4] broadcast(p), dimensions={1}",
-            "ROOT out = (pred[4,3,4], f32[5,2], s32[3,4]) tuple(eq, t, kept)",
+            // A counter of size 1 (zeros) spread to 2: not an iota along it.
+            "z = u16[4,1] iota(), iota_dimension=1",
+            "zeros = u16[4,2] broadcast(z), dimensions={0,1}",
+            "down = u16[4,2] iota(), iota_dimension=0",
+            "ROOT out = (pred[4,3,4], f32[5,2], s32[3,4], u16[4,2], u16[4,2]) tuple(eq, t, kept, zeros, down)",
         ],
     );
 }
