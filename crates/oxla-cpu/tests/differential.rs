@@ -491,6 +491,33 @@ fn register_transposes_of_32_and_64_bit_elements() {
 }
 
 #[test]
+fn fused_loops_reading_operands_down_their_columns() {
+    // A transposed operand in a fused loop is gathered 16 rows at a time:
+    // whole register blocks where 16 rows are neighbours in the input,
+    // element by element at the edges (rows and columns that are not
+    // multiples of 16), for strided and reversed reads, and for several
+    // outer dimensions in one block.
+    let cases = [
+        // JAX's symmetrisation before a Cholesky factorisation.
+        "a = f32[300,300] parameter(0)\n  t = f32[300,300] transpose(a), dimensions={1,0}\n  s = f32[300,300] add(a, t)\n  h = f32[] constant(0.5)\n  b = f32[300,300] broadcast(h), dimensions={}\n  ROOT r = f32[300,300] multiply(s, b)",
+        "a = f32[1029,67] parameter(0)\n  t = f32[67,1029] transpose(a), dimensions={1,0}\n  y = f32[67,1029] parameter(1)\n  ROOT r = f32[67,1029] subtract(t, y)",
+        "a = f64[530,100] parameter(0)\n  t = f64[100,530] transpose(a), dimensions={1,0}\n  ROOT r = f64[100,530] exponential(t)",
+        // Reversed along the rows: the gathered rows run backwards.
+        "a = f32[200,300] parameter(0)\n  t = f32[300,200] transpose(a), dimensions={1,0}\n  v = f32[300,200] reverse(t), dimensions={0,1}\n  ROOT r = f32[300,200] multiply(v, t)",
+        // Every second input row: not neighbours, element by element.
+        "a = f32[400,300] parameter(0)\n  s = f32[200,300] slice(a), slice={[0:400:2], [0:300]}\n  t = f32[300,200] transpose(s), dimensions={1,0}\n  ROOT r = f32[300,200] negate(t)",
+        // A batch of transposes, 5 rows per matrix: blocks span matrices.
+        "a = f32[7,40,5] parameter(0)\n  t = f32[7,5,40] transpose(a), dimensions={0,2,1}\n  y = f32[7,5,40] parameter(1)\n  ROOT r = f32[7,5,40] maximum(t, y)",
+        // Two gathered operands and a plain one, large enough for threads.
+        "a = f32[700,600] parameter(0)\n  b = f32[700,600] parameter(1)\n  c = f32[600,700] parameter(2)\n  ta = f32[600,700] transpose(a), dimensions={1,0}\n  tb = f32[600,700] transpose(b), dimensions={1,0}\n  m = f32[600,700] multiply(ta, tb)\n  ROOT r = f32[600,700] add(m, c)",
+    ];
+    for body in cases {
+        let listing = check_exe(&format!("HloModule t\nENTRY e {{\n  {body}\n}}\n"), 0.0);
+        assert!(listing.contains("fused loop"), "no fused loop:\n{listing}");
+    }
+}
+
+#[test]
 fn convolutions_in_several_layouts() {
     let conv = |l: &str, r: &str, o: &str, attrs: &str| {
         format!(

@@ -15,7 +15,7 @@ use crate::buffer::Pool;
 use crate::value::Value;
 
 /// Input-contiguous indices per transposition block.
-const BLOCK_K: usize = 16;
+pub(crate) const BLOCK_K: usize = 16;
 
 /// Rows and columns of a transposition tile: a tile's input and output rows
 /// each span a few pages, so its blocks stay within the TLB's reach.
@@ -204,6 +204,21 @@ impl Kernel for CopyKernel {
             ArrayLiteral::new(shape, data).map_err(|e| e.to_string())?,
         ))
     }
+}
+
+/// `out[d0 + j * ds + i] = src[s0 + i * ss + j]` for `j < BLOCK_K` and
+/// `i < 64 / size_of::<T>()`, in registers; false (nothing written) where
+/// this CPU or element size has no register transpose, or the block would
+/// leave `src` or `out`.
+pub(crate) fn transpose_block<T: Copy>(
+    src: &[T],
+    s0: i64,
+    ss: i64,
+    out: &mut [T],
+    d0: usize,
+    ds: usize,
+) -> bool {
+    square::block(src, s0, ss, out, d0, ds)
 }
 
 /// Whole transposition blocks of 32- and 64-bit elements, transposed in

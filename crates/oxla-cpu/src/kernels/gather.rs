@@ -244,7 +244,7 @@ const PREFETCH_AHEAD: usize = 4;
 
 /// Hints that `len` elements of `src` from `at` will be read soon.
 #[inline(always)]
-fn prefetch<T>(src: &[T], at: usize, len: usize) {
+pub(crate) fn prefetch<T>(src: &[T], at: usize, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
