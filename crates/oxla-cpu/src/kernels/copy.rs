@@ -206,25 +206,11 @@ impl Kernel for CopyKernel {
     }
 }
 
-/// `out[d0 + j * ds + i] = src[s0 + i * ss + j]` for `j < BLOCK_K` and
-/// `i < 64 / size_of::<T>()`, in registers; false (nothing written) where
-/// this CPU or element size has no register transpose, or the block would
-/// leave `src` or `out`.
-pub(crate) fn transpose_block<T: Copy>(
-    src: &[T],
-    s0: i64,
-    ss: i64,
-    out: &mut [T],
-    d0: usize,
-    ds: usize,
-) -> bool {
-    square::block(src, s0, ss, out, d0, ds)
-}
-
 /// Whole transposition blocks of 32- and 64-bit elements, transposed in
 /// AVX-512 registers: each block's input runs are loaded once and its
-/// output rows stored as whole cache lines.
-mod square {
+/// output rows stored as whole cache lines (fused loops' gathers of
+/// transposed leaves use them too).
+pub(crate) mod square {
     use super::BLOCK_K;
 
     /// Transposes the block whose `BLOCK_K`-element input runs start at
@@ -232,7 +218,7 @@ mod square {
     /// into output rows starting at `d0 + j * ds`. False (nothing written)
     /// when this CPU or element size has no register transpose, or a run
     /// or row would leave `src` or `out`.
-    pub(super) fn block<T: Copy>(
+    pub(crate) fn block<T: Copy>(
         src: &[T],
         s0: i64,
         ss: i64,

@@ -304,7 +304,7 @@ fn transposed<T: Real>(
         for p0 in (0..cols).step_by(k) {
             let whole = j0 + per <= rows
                 && p0 + k <= cols
-                && super::copy::transpose_block(
+                && super::copy::square::block(
                     x,
                     ((row + j0) * ld + col + p0) as i64,
                     ld as i64,

@@ -1426,7 +1426,7 @@ fn gather_columns<T: Copy>(
         let per = 64 / std::mem::size_of::<T>().max(1);
         while c + per <= len {
             (c..c + per).for_each(prefetch);
-            if !super::copy::transpose_block(d, bases[0] + c as i64 * s, s, buf, c, pitch) {
+            if !super::copy::square::block(d, bases[0] + c as i64 * s, s, buf, c, pitch) {
                 break;
             }
             c += per;
