@@ -1442,14 +1442,13 @@ fn gather_columns<T: Copy>(
 }
 
 /// Rows `[first_row, first_row + rows)` in blocks of [`BLOCK_ROWS`], a
-/// column block of [`BLOCK_WIDTH`] at a time, with the leaves marked in
-/// `down` gathered for the whole block first, line by line.
+/// column block of [`BLOCK_WIDTH`] at a time, with the leaves read down
+/// columns gathered for the whole block first, line by line.
 #[inline(always)]
 fn row_blocks<T: Float, const FMA: bool>(
     f: &FusedLoop,
     space: &Space,
     sources: &[Source<'_, T>],
-    down: &[bool],
     first_row: usize,
     rows: usize,
     row_len: usize,
@@ -1463,10 +1462,10 @@ fn row_blocks<T: Float, const FMA: bool>(
     let mut offsets: Vec<Vec<i64>> = (0..BLOCK_ROWS)
         .map(|_| Vec::with_capacity(space.offsets.len()))
         .collect();
-    let mut gathered: Vec<Vec<T>> = down
+    let mut gathered: Vec<Vec<T>> = sources
         .iter()
-        .map(|&d| {
-            if d {
+        .map(|s| {
+            if reads_down_columns(space, s) {
                 vec![T::ZERO; BLOCK_ROWS * pitch]
             } else {
                 Vec::new()
@@ -1495,8 +1494,8 @@ fn row_blocks<T: Float, const FMA: bool>(
             }
             let mut row_sources = sources.to_vec();
             for (r, o) in offsets[..rb].iter().enumerate() {
-                for ((rs, buf), &d) in row_sources.iter_mut().zip(&gathered).zip(down) {
-                    if d {
+                for (rs, buf) in row_sources.iter_mut().zip(&gathered) {
+                    if !buf.is_empty() {
                         *rs = Source::Tile(&buf[r * pitch..r * pitch + len]);
                     }
                 }
@@ -1529,13 +1528,7 @@ fn rows_generic<T: Float, const FMA: bool>(
     scratch: &mut Scratch<T>,
 ) {
     if rows > 1 && sources.iter().any(|s| reads_down_columns(space, s)) {
-        let down: Vec<bool> = sources
-            .iter()
-            .map(|s| reads_down_columns(space, s))
-            .collect();
-        return row_blocks::<T, FMA>(
-            f, space, sources, &down, first_row, rows, row_len, out, scratch,
-        );
+        return row_blocks::<T, FMA>(f, space, sources, first_row, rows, row_len, out, scratch);
     }
     let mut offsets = Vec::with_capacity(space.offsets.len());
     for r in 0..rows {
