@@ -260,7 +260,7 @@ fn plan_loop(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<Pl
         None => return None,
     };
     let dims = instr.shape.as_array()?.dims().to_vec();
-    let members = grow(
+    let mut members = grow(
         comp,
         k,
         &instr.operands.iter().map(|o| o.index()).collect::<Vec<_>>(),
@@ -268,8 +268,54 @@ fn plan_loop(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<Pl
         &dims,
         users,
     );
-    let (kernel, inputs) = build(comp, k, ty, &members)?;
-    Some((members, Box::new(kernel), inputs))
+    loop {
+        if let Some((kernel, inputs)) = build(comp, k, ty, &members) {
+            return Some((members, Box::new(kernel), inputs));
+        }
+        members = cut_inexpressible(comp, k, ty, &members)?;
+    }
+}
+
+/// `members` less the producer under the lowest index operation whose
+/// view cannot be formed (a reshape merging dimensions a transpose
+/// permuted): that producer becomes a buffer of its own, over which the
+/// operation is a plain view. Members no longer reached from `root` leave
+/// too. `None` when no such cut exists.
+fn cut_inexpressible(
+    comp: &HloComputation,
+    root: usize,
+    ty: PrimitiveType,
+    members: &BTreeSet<usize>,
+) -> Option<BTreeSet<usize>> {
+    let b = Builder::new(comp, ty, members);
+    let operand = |m: usize| {
+        comp.instruction(InstrId::new(m))
+            .operands
+            .first()
+            .map(|o| o.index())
+    };
+    let cut = members.iter().find_map(|&m| {
+        let op = operand(m)?;
+        let fails = is_index_op(comp.instruction(InstrId::new(m)).opcode)
+            && members.contains(&op)
+            && b.view_of(m).is_none()
+            && b.view_of(op).is_some();
+        fails.then_some(op)
+    })?;
+    let mut kept = BTreeSet::new();
+    let mut stack = vec![root];
+    while let Some(m) = stack.pop() {
+        if m == cut || !members.contains(&m) || !kept.insert(m) {
+            continue;
+        }
+        stack.extend(
+            comp.instruction(InstrId::new(m))
+                .operands
+                .iter()
+                .map(|o| o.index()),
+        );
+    }
+    Some(kept)
 }
 
 /// An operation a tiled loop computes (see `kernels::tiled`).
@@ -581,7 +627,12 @@ fn plan_copy(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<Pl
         members.insert(op);
         at = op;
     }
-    let (base, view) = Builder::new(comp, ty, &members).view_of(k)?;
+    let (base, view) = loop {
+        if let Some(found) = Builder::new(comp, ty, &members).view_of(k) {
+            break found;
+        }
+        members = cut_inexpressible(comp, k, ty, &members)?;
+    };
     if members.contains(&base) {
         return None;
     }
@@ -613,9 +664,15 @@ fn plan_reduce(
         .as_array()?
         .dims()
         .to_vec();
-    let members = grow(comp, k, &[input], ty, &in_dims, users);
-    let mut b = Builder::new(comp, ty, &members);
-    let result = b.value(input, &in_dims)?;
+    let mut members = grow(comp, k, &[input], ty, &in_dims, users);
+    let result = loop {
+        let mut b = Builder::new(comp, ty, &members);
+        if let Some(result) = b.value(input, &in_dims) {
+            break (b, result);
+        }
+        members = cut_inexpressible(comp, k, ty, &members)?;
+    };
+    let (mut b, result) = result;
     let init_input = b.input(instr.operands[1].index());
     let input_loop = b.finish(result, ty, &in_dims)?;
     let reduced_dims = instr.attrs.dimensions.as_ref()?;

@@ -518,6 +518,38 @@ fn fused_loops_reading_operands_down_their_columns() {
 }
 
 #[test]
+fn index_chains_a_view_cannot_express_run_natively() {
+    // A reshape merging dimensions a transpose permuted needs the transpose
+    // in memory first; the fused loop, reduction or copy reading the chain
+    // cuts it there instead of leaving the whole chain to the interpreter.
+    // A reshape splitting a sliced dimension (attention heads out of a
+    // fused QKV product) stays a view.
+    let cases = [
+        // JAX's attention: slice the QKV product, split heads, transpose.
+        "p = f32[2,16,24] parameter(0)\n  s = f32[2,16,8] slice(p), slice={[0:2], [0:16], [8:16]}\n  r = f32[2,16,2,4] reshape(s)\n  t = f32[2,2,16,4] transpose(r), dimensions={0,2,1,3}\n  q = f32[2,2,16,4] parameter(1)\n  ROOT d = f32[2,2,16,16] dot(t, q), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={3}",
+        // Heads merged back after a transpose: a copy, then a view.
+        "p = f32[2,3,5,4] parameter(0)\n  t = f32[2,5,3,4] transpose(p), dimensions={0,2,1,3}\n  ROOT r = f32[2,5,12] reshape(t)",
+        "p = f32[2,3,5,4] parameter(0)\n  t = f32[2,5,3,4] transpose(p), dimensions={0,2,1,3}\n  r = f32[2,5,12] reshape(t)\n  y = f32[2,5,12] parameter(1)\n  ROOT a = f32[2,5,12] add(r, y)",
+        "p = f32[6,7] parameter(0)\n  t = f32[7,6] transpose(p), dimensions={1,0}\n  r = f32[42] reshape(t)\n  e = f32[42] exponential(r)\n  z = f32[] constant(0)\n  ROOT s = f32[] reduce(e, z), dimensions={0}, to_apply=add",
+        // An iota the reshape cannot see through.
+        "i = f32[5,3] iota(), iota_dimension=0\n  t = f32[3,5] transpose(i), dimensions={1,0}\n  r = f32[15] reshape(t)\n  y = f32[15] parameter(0)\n  ROOT m = f32[15] multiply(r, y)",
+    ];
+    for body in cases {
+        let listing = check_exe(
+            &format!(
+                "HloModule t\nadd {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}}\nENTRY e {{\n  {body}\n}}\n"
+            ),
+            1e-6,
+        );
+        let entry = listing.split("e:\n").nth(1).unwrap_or(&listing);
+        assert!(
+            !entry.contains("interpreted"),
+            "interpreted steps:\n{listing}"
+        );
+    }
+}
+
+#[test]
 fn convolutions_in_several_layouts() {
     let conv = |l: &str, r: &str, o: &str, attrs: &str| {
         format!(
