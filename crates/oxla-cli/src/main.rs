@@ -6,7 +6,7 @@
 //! oxla bench MODULE.hlo [--backend ...] [--iters N] [--seed N] [--input X.npy]... [--json]
 //!          [--memory-limit BYTES] [--while-limit N]
 //! oxla parse MODULE.hlo
-//! oxla opt MODULE.hlo [--after-each]
+//! oxla opt MODULE.hlo [--after-each | --plan]
 //! ```
 //!
 //! Errors are one line on stderr and a non-zero exit status.
@@ -105,6 +105,11 @@ enum Command {
         /// `// after PASS (round N)` line.
         #[arg(long)]
         after_each: bool,
+        /// Prints the CPU backend's compiled programs instead: one line per
+        /// step, naming the kernel that computes it (`interpreted OP` where
+        /// there is no kernel) and the values it reads.
+        #[arg(long, conflicts_with = "after_each")]
+        plan: bool,
     },
 }
 
@@ -132,7 +137,20 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", oxla_text::print_module(&m));
             Ok(())
         }
-        Command::Opt { module, after_each } => {
+        Command::Opt {
+            module, plan: true, ..
+        } => {
+            let limits = Limits {
+                memory_limit: u64::MAX,
+                while_limit: None,
+            };
+            let exe = compile(load(&module)?, BackendArg::Cpu, &limits)?;
+            print!("{}", exe.plan().unwrap_or_default());
+            Ok(())
+        }
+        Command::Opt {
+            module, after_each, ..
+        } => {
             let mut m = load(&module)?;
             let mut dumps = String::new();
             oxla_passes::Pipeline::standard().run_observed(

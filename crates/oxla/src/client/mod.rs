@@ -282,6 +282,14 @@ impl Executable {
         &self.options
     }
 
+    /// The compiled programs, one line per step: the kernel that computes
+    /// each value (a fused loop, a product, a copy...), control flow, or
+    /// `interpreted OP` where the CPU backend has no kernel for it. `None`
+    /// for the interpreter backend, which has no plan.
+    pub fn plan(&self) -> Option<String> {
+        self.cpu.as_ref().map(|cpu| cpu.describe())
+    }
+
     /// Runs on one replica with seed 0.
     pub fn execute(&self, args: &[Literal]) -> Result<Literal> {
         self.execute_with(args, &ExecuteOptions::default())
