@@ -972,6 +972,86 @@ fn pooling_and_its_gradient() {
 }
 
 #[test]
+fn integer_reduce_windows() {
+    // JAX's cumsum and cummax on integers (prefix and reversed windows over
+    // a whole dimension), pooling of integers, and sums and products that
+    // wrap (s8 and u16 over their whole range); non-identity inits fold in.
+    let cases = [
+        (
+            "s32",
+            "64,300",
+            "size=1x300 pad=0_0x299_0",
+            "64,300",
+            "add",
+            "0",
+        ),
+        (
+            "s32",
+            "300,64",
+            "size=300x1 pad=0_299x0_0",
+            "300,64",
+            "add",
+            "0",
+        ),
+        (
+            "s64",
+            "20,30,40",
+            "size=1x30x1 pad=0_0x29_0x0_0",
+            "20,30,40",
+            "maximum",
+            "-9223372036854775808",
+        ),
+        (
+            "u8",
+            "9,200",
+            "size=1x200 pad=0_0x0_199",
+            "9,200",
+            "minimum",
+            "255",
+        ),
+        (
+            "s8",
+            "8,100",
+            "size=1x100 pad=0_0x99_0",
+            "8,100",
+            "add",
+            "3",
+        ),
+        (
+            "u16",
+            "8,60",
+            "size=1x4 stride=1x2 pad=0_0x1_1",
+            "8,30",
+            "multiply",
+            "1",
+        ),
+        (
+            "s32",
+            "4,40,40,3",
+            "size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0",
+            "4,20,20,3",
+            "maximum",
+            "-2147483648",
+        ),
+        (
+            "s8",
+            "6,33",
+            "size=2x5 stride=1x3 pad=1_0x2_2 rhs_dilate=1x2",
+            "6,10",
+            "multiply",
+            "1",
+        ),
+    ];
+    for (ty, dims, window, out, op, init) in cases {
+        let text = format!(
+            "HloModule w\nf {{\n  a = {ty}[] parameter(0)\n  b = {ty}[] parameter(1)\n  ROOT c = {ty}[] {op}(a, b)\n}}\nENTRY e {{\n  x = {ty}[{dims}] parameter(0)\n  i = {ty}[] constant({init})\n  ROOT r = {ty}[{out}] reduce-window(x, i), window={{{window}}}, to_apply=f\n}}\n"
+        );
+        let listing = check_exe(&text, 0.0);
+        assert!(listing.contains("r = reduce-window"), "{listing}");
+    }
+}
+
+#[test]
 fn sorts_with_key_functions_and_payloads() {
     // JAX's float comparator: NaN and -0 canonicalised, then a total order.
     let jax_cmp = "cmp {\n  a = f32[] parameter(0)\n  ne.a = pred[] compare(a, a), direction=NE\n  qnan = f32[] constant(nan)\n  zero = f32[] constant(0)\n  eq.a = pred[] compare(a, zero), direction=EQ\n  z.a = f32[] select(eq.a, zero, a)\n  c.a = f32[] select(ne.a, qnan, z.a)\n  b = f32[] parameter(1)\n  ne.b = pred[] compare(b, b), direction=NE\n  eq.b = pred[] compare(b, zero), direction=EQ\n  z.b = f32[] select(eq.b, zero, b)\n  c.b = f32[] select(ne.b, qnan, z.b)\n  ROOT lt = pred[] compare(c.a, c.b), direction=LT, type=TOTALORDER\n}\n";

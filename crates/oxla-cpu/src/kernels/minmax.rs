@@ -31,6 +31,23 @@ impl MinMax for f64 {
     }
 }
 
+macro_rules! int_min_max {
+    ($($t:ty),*) => {$(
+        impl MinMax for $t {
+            #[inline(always)]
+            fn nan(self) -> bool {
+                false
+            }
+            #[inline(always)]
+            fn negative(self) -> bool {
+                false
+            }
+        }
+    )*};
+}
+
+int_min_max!(i8, i16, i32, i64, u8, u16, u32, u64);
+
 #[inline(always)]
 pub(crate) fn max<T: MinMax>(a: T, b: T) -> T {
     let take_b = (b > a) | (b.nan() & !a.nan()) | ((a == b) & a.negative());

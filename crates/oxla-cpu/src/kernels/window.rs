@@ -1,5 +1,5 @@
 //! Windowed operations: reduce-window with add, multiply, maximum or
-//! minimum (pooling, cumulative sums), and select-and-scatter choosing the
+//! minimum over floats or integers (pooling, cumulative sums), and select-and-scatter choosing the
 //! maximum or minimum and adding (the gradient of max pooling).
 //!
 //! A reduce-window is separable for these reductions, so it runs as one
@@ -59,19 +59,20 @@ fn reduction(op: Opcode) -> Option<Binary> {
     })
 }
 
-trait Elem:
-    oxla_hlo::NativeType
-    + super::minmax::MinMax
-    + std::ops::Add<Output = Self>
-    + std::ops::Mul<Output = Self>
-{
+trait Elem: oxla_hlo::NativeType + super::minmax::MinMax {
     fn identity(op: Binary) -> Self;
+    /// Whether folding `self` into a result changes nothing: the exact
+    /// identity (-0.0 for float sums: +0.0 would turn -0.0 into +0.0).
+    fn is_identity(self, op: Binary) -> bool;
+    /// `+`, wrapping for integers as XLA's are.
+    fn add(self, other: Self) -> Self;
+    /// `*`, wrapping for integers.
+    fn mul(self, other: Self) -> Self;
 }
 
-macro_rules! elem {
+macro_rules! float_elem {
     ($t:ty) => {
         impl Elem for $t {
-            /// The exact identity: -0.0 for sums (+0.0 would turn -0.0 into +0.0).
             fn identity(op: Binary) -> Self {
                 match op {
                     Binary::Add => -0.0,
@@ -80,18 +81,57 @@ macro_rules! elem {
                     _ => <$t>::INFINITY,
                 }
             }
+            fn is_identity(self, op: Binary) -> bool {
+                self.to_bits() == Self::identity(op).to_bits()
+            }
+            #[inline(always)]
+            fn add(self, other: Self) -> Self {
+                self + other
+            }
+            #[inline(always)]
+            fn mul(self, other: Self) -> Self {
+                self * other
+            }
         }
     };
 }
 
-elem!(f32);
-elem!(f64);
+float_elem!(f32);
+float_elem!(f64);
+
+macro_rules! int_elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            fn identity(op: Binary) -> Self {
+                match op {
+                    Binary::Add => 0,
+                    Binary::Mul => 1,
+                    Binary::Max => <$t>::MIN,
+                    _ => <$t>::MAX,
+                }
+            }
+            fn is_identity(self, op: Binary) -> bool {
+                self == Self::identity(op)
+            }
+            #[inline(always)]
+            fn add(self, other: Self) -> Self {
+                self.wrapping_add(other)
+            }
+            #[inline(always)]
+            fn mul(self, other: Self) -> Self {
+                self.wrapping_mul(other)
+            }
+        }
+    )*};
+}
+
+int_elem!(i8, i16, i32, i64, u8, u16, u32, u64);
 
 #[inline(always)]
 fn combine<T: Elem>(op: Binary, a: T, b: T) -> T {
     match op {
-        Binary::Add => a + b,
-        Binary::Mul => a * b,
+        Binary::Add => a.add(b),
+        Binary::Mul => a.mul(b),
         Binary::Max => super::minmax::max(a, b),
         _ => super::minmax::min(a, b),
     }
@@ -140,10 +180,11 @@ pub(crate) fn plan_reduce_window(
     if instr.operands.len() != 2 {
         return None;
     }
+    use PrimitiveType::*;
     let ty = instr
         .shape
         .element_type()
-        .filter(|t| matches!(t, PrimitiveType::F32 | PrimitiveType::F64))?;
+        .filter(|t| matches!(t, F32 | F64 | S8 | S16 | S32 | S64 | U8 | U16 | U32 | U64))?;
     let (opcode, _, _) = binary_of(module, instr.called.to_apply)?;
     let op = reduction(opcode)?;
     let dims = comp
@@ -171,8 +212,8 @@ fn pass<T: Elem>(
 ) -> (Vec<T>, Vec<usize>) {
     // The operation is matched once, so each loop body is a single vector op.
     match op {
-        Binary::Add => pass_with(op, input, dims, d, w, pool, |a, b| a + b),
-        Binary::Mul => pass_with(op, input, dims, d, w, pool, |a, b| a * b),
+        Binary::Add => pass_with(op, input, dims, d, w, pool, T::add),
+        Binary::Mul => pass_with(op, input, dims, d, w, pool, T::mul),
         Binary::Max => pass_with(op, input, dims, d, w, pool, super::minmax::max),
         _ => pass_with(op, input, dims, d, w, pool, super::minmax::min),
     }
@@ -528,11 +569,7 @@ impl ReduceWindowKernel {
         // Folding in the init value changes nothing when it is the
         // operation's exact identity (max with -inf, min with +inf, x * 1,
         // x + -0.0), the usual case.
-        let exact_identity = match self.op {
-            Binary::Add => init == T::identity(Binary::Add) && init.negative() && !init.nan(),
-            _ => init == T::identity(self.op),
-        };
-        if !exact_identity {
+        if !init.is_identity(self.op) {
             for v in out.iter_mut() {
                 *v = combine(self.op, init, *v);
             }
@@ -553,11 +590,37 @@ impl Kernel for ReduceWindowKernel {
         ) else {
             return Err("reduce-window reads an array and an init value".into());
         };
-        let data = match (x.data(), init.data()) {
-            (ArrayData::F32(a), ArrayData::F32(i)) => f32::wrap(self.execute(a, i[0], pool)),
-            (ArrayData::F64(a), ArrayData::F64(i)) => f64::wrap(self.execute(a, i[0], pool)),
-            _ => return Err("reduce-window operands must be f32 or f64".into()),
-        };
+        fn run_typed<T: Elem>(
+            k: &ReduceWindowKernel,
+            x: &ArrayData,
+            init: &ArrayData,
+            pool: &Pool,
+        ) -> Option<ArrayData> {
+            let (x, init) = (T::slice(x)?, T::slice(init)?);
+            Some(T::wrap(k.execute(x, *init.first()?, pool)))
+        }
+        let (x, init) = (x.data(), init.data());
+        let data = match self.ty {
+            PrimitiveType::F32 => run_typed::<f32>(self, x, init, pool),
+            PrimitiveType::F64 => run_typed::<f64>(self, x, init, pool),
+            PrimitiveType::S8 => run_typed::<i8>(self, x, init, pool),
+            PrimitiveType::S16 => run_typed::<i16>(self, x, init, pool),
+            PrimitiveType::S32 => run_typed::<i32>(self, x, init, pool),
+            PrimitiveType::S64 => run_typed::<i64>(self, x, init, pool),
+            PrimitiveType::U8 => run_typed::<u8>(self, x, init, pool),
+            PrimitiveType::U16 => run_typed::<u16>(self, x, init, pool),
+            PrimitiveType::U32 => run_typed::<u32>(self, x, init, pool),
+            PrimitiveType::U64 => run_typed::<u64>(self, x, init, pool),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            format!(
+                "reduce-window of {:?} read operands of {:?} and {:?}",
+                self.ty,
+                x.element_type(),
+                init.element_type()
+            )
+        })?;
         let shape = ArrayShape::new(self.ty, self.out_dims.clone()).map_err(|e| e.to_string())?;
         Ok(Value::owned(
             ArrayLiteral::new(shape, data).map_err(|e| e.to_string())?,
@@ -687,7 +750,7 @@ fn scatter_2d<T: Elem>(
                     }
                 }
             }
-            dst[best_o] = dst[best_o] + src[oy * ow + ox];
+            dst[best_o] = dst[best_o].add(src[oy * ow + ox]);
         }
     }
 }
@@ -739,7 +802,7 @@ fn scatter_2d_channels<T: Elem>(
             if any {
                 let s = (oy * ow + ox) * c;
                 for (ch, &o) in best_o.iter().enumerate() {
-                    dst[o] = dst[o] + src[s + ch];
+                    dst[o] = dst[o].add(src[s + ch]);
                 }
             }
         }
@@ -928,7 +991,7 @@ impl SelectScatterKernel {
                     break;
                 }
                 if let Some((o, _)) = best {
-                    dst[o] = dst[o] + value;
+                    dst[o] = dst[o].add(value);
                 }
             }
         };
