@@ -100,11 +100,22 @@ fn compute_type(comp: &HloComputation, instr: &HloInstruction) -> Option<Option<
             .and_then(|o| array_type(comp.instruction(*o)))
     };
     let float = |t: PrimitiveType| matches!(t, PrimitiveType::F32 | PrimitiveType::F64);
+    let f32 = PrimitiveType::F32;
     let pred = PrimitiveType::Pred;
     match instr.opcode {
         Opcode::Not | Opcode::And | Opcode::Or if out == pred => Some(None),
-        Opcode::IsFinite => operand_type(0).filter(|&t| float(t)).map(Some),
-        op if unary_of(op).is_some() || binary_of(op).is_some() => float(out).then_some(Some(out)),
+        Opcode::IsFinite => match operand_type(0)? {
+            t if float(t) => Some(Some(t)),
+            t if is_half(t) => Some(Some(f32)),
+            _ => None,
+        },
+        op if unary_of(op).is_some() || binary_of(op).is_some() => {
+            if float(out) {
+                Some(Some(out))
+            } else {
+                is_half(out).then_some(Some(f32))
+            }
+        }
         Opcode::Compare => {
             let t = operand_type(0)?;
             let default = matches!(
@@ -113,6 +124,8 @@ fn compute_type(comp: &HloComputation, instr: &HloInstruction) -> Option<Option<
             );
             if float(t) && default {
                 Some(Some(t))
+            } else if is_half(t) && default {
+                Some(Some(f32))
             } else if t == pred
                 && matches!(
                     instr.attrs.comparison_type,
@@ -125,14 +138,24 @@ fn compute_type(comp: &HloComputation, instr: &HloInstruction) -> Option<Option<
             }
         }
         Opcode::Select | Opcode::Clamp if float(out) => Some(Some(out)),
+        Opcode::Select | Opcode::Clamp if is_half(out) => Some(Some(f32)),
         Opcode::Select if out == pred => Some(None),
         Opcode::Convert => {
             let from = operand_type(0)?;
+            // Half precision computes in f32: widening is exact, narrowing rounds.
+            let f32_or_half = |t: PrimitiveType| t == f32 || is_half(t);
             match (from, out) {
                 (a, b) if a == b && float(a) => Some(Some(a)),
                 (a, b) if a == pred && float(b) => Some(Some(b)),
                 (a, b) if float(a) && b == pred => Some(Some(a)),
                 (a, b) if a == pred && b == pred => Some(None),
+                (a, b)
+                    if (is_half(a) || is_half(b))
+                        && (f32_or_half(a) || a == pred)
+                        && (f32_or_half(b) || b == pred) =>
+                {
+                    Some(Some(f32))
+                }
                 _ => None,
             }
         }
@@ -142,7 +165,40 @@ fn compute_type(comp: &HloComputation, instr: &HloInstruction) -> Option<Option<
 
 /// Whether the value of `instr` can be a leaf or index step of a loop of type `ty`.
 fn leaf_type_ok(instr: &HloInstruction, ty: PrimitiveType) -> bool {
-    matches!(array_type(instr), Some(t) if t == ty || t == PrimitiveType::Pred)
+    matches!(array_type(instr), Some(t) if t == ty || t == PrimitiveType::Pred
+        || (ty == PrimitiveType::F32 && is_half(t)))
+}
+
+/// bf16 and f16: fused loops compute them in f32, rounding each
+/// operation's result back, as XLA:CPU does.
+fn is_half(t: PrimitiveType) -> bool {
+    matches!(t, PrimitiveType::BF16 | PrimitiveType::F16)
+}
+
+/// The rounding that makes an f32 result `instr`'s own half-precision
+/// value, if its type is bf16 or f16 and the operation can leave f32's
+/// precision (not max, select, negate... of values already rounded).
+fn half_rounding(instr: &HloInstruction) -> Option<Unary> {
+    let round = match array_type(instr)? {
+        PrimitiveType::BF16 => Unary::RoundBf16,
+        PrimitiveType::F16 => Unary::RoundF16,
+        _ => return None,
+    };
+    let exact = matches!(
+        instr.opcode,
+        Opcode::Abs
+            | Opcode::Negate
+            | Opcode::Floor
+            | Opcode::Ceil
+            | Opcode::RoundNearestEven
+            | Opcode::RoundNearestAfz
+            | Opcode::Sign
+            | Opcode::Maximum
+            | Opcode::Minimum
+            | Opcode::Select
+            | Opcode::Clamp
+    );
+    (!exact).then_some(round)
 }
 
 /// The binary operation a reduction computation applies, if it is just
@@ -801,7 +857,8 @@ fn build(
 ) -> Option<(FusedLoop, Vec<usize>)> {
     let out = comp.instruction(InstrId::new(root)).shape.as_array()?;
     let out_ty = out.element_type();
-    if out_ty != ty && out_ty != PrimitiveType::Pred {
+    let narrowed = ty == PrimitiveType::F32 && is_half(out_ty);
+    if out_ty != ty && out_ty != PrimitiveType::Pred && !narrowed {
         return None;
     }
     let mut b = Builder::new(comp, ty, members);
@@ -925,7 +982,9 @@ impl<'c> Builder<'c> {
                             .shape
                             .element_type()?;
                         let to = instr.shape.element_type()?;
-                        if to == PrimitiveType::Pred && from != PrimitiveType::Pred {
+                        if is_half(to) && from != to {
+                            Op::Unary(half_rounding(instr)?, ops[0])
+                        } else if to == PrimitiveType::Pred && from != PrimitiveType::Pred {
                             // x != 0, as 0/1.
                             let zero =
                                 self.leaf((usize::MAX, vec![], vec![], 0), Leaf::Scalar(0.0));
@@ -940,7 +999,12 @@ impl<'c> Builder<'c> {
                 }
             };
             self.code.push(op);
-            Src::Reg(self.code.len() - 1)
+            let mut result = Src::Reg(self.code.len() - 1);
+            if let Some(round) = half_rounding(instr).filter(|_| instr.opcode != Opcode::Convert) {
+                self.code.push(Op::Unary(round, result));
+                result = Src::Reg(self.code.len() - 1);
+            }
+            result
         };
         self.memo.insert(k, s);
         Some(s)
@@ -971,7 +1035,8 @@ impl<'c> Builder<'c> {
             return Some(self.leaf(key, Leaf::Scalar(v)));
         }
         let ty = instr.shape.element_type()?;
-        if ty != self.ty && ty != PrimitiveType::Pred {
+        let widened = self.ty == PrimitiveType::F32 && is_half(ty);
+        if ty != self.ty && ty != PrimitiveType::Pred && !widened {
             return None;
         }
         let input = self.input(base);

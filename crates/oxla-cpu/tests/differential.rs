@@ -972,6 +972,38 @@ fn pooling_and_its_gradient() {
 }
 
 #[test]
+fn half_precision_element_wise_loops() {
+    // bf16 and f16 arithmetic fuses into f32 loops that round each result
+    // back to its type, as XLA:CPU computes it: exact for the correctly
+    // rounded operations, within a unit of bf16 or f16 for the polynomial
+    // functions (computed in f32, then rounded once).
+    let exact = [
+        // JAX's mixed precision: f32 in, bf16 arithmetic, f32 out.
+        "x = f32[64,300] parameter(0)\n  y = f32[64,300] parameter(1)\n  a = bf16[64,300] convert(x)\n  b = bf16[64,300] convert(y)\n  m = bf16[64,300] multiply(a, b)\n  c = bf16[] constant(1)\n  cb = bf16[64,300] broadcast(c), dimensions={}\n  s = bf16[64,300] add(m, cb)\n  ROOT r = f32[64,300] convert(s)",
+        // bf16 in and out, with a broadcast row, a transpose and division.
+        "x = bf16[40,50] parameter(0)\n  v = bf16[50] parameter(1)\n  vb = bf16[40,50] broadcast(v), dimensions={1}\n  d = bf16[40,50] divide(x, vb)\n  t = bf16[50,40] transpose(d), dimensions={1,0}\n  ROOT n = bf16[50,40] subtract(t, t)",
+        "x = f16[3000] parameter(0)\n  y = f16[3000] parameter(1)\n  m = f16[3000] multiply(x, y)\n  s = f16[3000] sqrt(m)\n  ROOT a = f16[3000] add(s, x)",
+        // Comparisons and selects of half values, and converts between them.
+        "x = bf16[500] parameter(0)\n  y = bf16[500] parameter(1)\n  p = pred[500] compare(x, y), direction=GT\n  mx = bf16[500] select(p, x, y)\n  h = f16[500] convert(mx)\n  ROOT r = f16[500] negate(h)",
+        "x = f32[700] parameter(0)\n  h = bf16[700] convert(x)\n  f = f16[700] convert(h)\n  w = f32[700] convert(f)\n  ROOT d = f32[700] subtract(x, w)",
+    ];
+    for body in exact {
+        let listing = check_exe(&format!("HloModule h\nENTRY e {{\n  {body}\n}}\n"), 0.0);
+        assert!(listing.contains("fused loop"), "{listing}");
+        assert!(!listing.contains("element-wise"), "{listing}");
+    }
+    let functions = [
+        "x = bf16[2000] parameter(0)\n  e = bf16[2000] exponential(x)\n  t = bf16[2000] tanh(e)\n  ROOT l = bf16[2000] log(e)",
+        "x = f16[2000] parameter(0)\n  e = f16[2000] exponential(x)\n  ROOT t = f16[2000] tanh(e)",
+        "x = f32[64,100] parameter(0)\n  h = bf16[64,100] convert(x)\n  g = bf16[64,100] logistic(h)\n  ROOT r = f32[64,100] convert(g)",
+    ];
+    for body in functions {
+        let listing = check_exe(&format!("HloModule h\nENTRY e {{\n  {body}\n}}\n"), 8e-3);
+        assert!(listing.contains("fused loop"), "{listing}");
+    }
+}
+
+#[test]
 fn integer_reduce_windows() {
     // JAX's cumsum and cummax on integers (prefix and reversed windows over
     // a whole dimension), pooling of integers, and sums and products that

@@ -7,6 +7,7 @@
 //! AVX2 with FMA, and for the baseline, and the best one for the running CPU
 //! is chosen once.
 
+use oxla_hlo::half::{bf16, f16};
 use oxla_hlo::ir::ComparisonDirection;
 use oxla_hlo::{ArrayData, ArrayLiteral, ArrayShape, PrimitiveType};
 use rayon::prelude::*;
@@ -55,6 +56,11 @@ pub(crate) enum Unary {
     Not,
     /// 1 where finite, 0 elsewhere.
     IsFinite,
+    /// The nearest bf16 (ties to even), kept in the loop's type: a bf16
+    /// operation is its f32 one rounded, as XLA:CPU computes it.
+    RoundBf16,
+    /// The nearest f16, likewise.
+    RoundF16,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,6 +168,15 @@ pub(crate) trait Float:
     fn sign(self) -> Self;
     fn not(self) -> Self;
     fn is_finite01(self) -> Self;
+    /// The nearest bf16 (ties to even; NaN stays NaN, made quiet).
+    fn round_bf16(self) -> Self;
+    /// The nearest f16 (ties to even).
+    fn round_f16(self) -> Self;
+    fn from_bf16(v: bf16) -> Self;
+    fn from_f16(v: f16) -> Self;
+    /// As bf16 or f16: exact for values already rounded to them.
+    fn to_bf16(self) -> bf16;
+    fn to_f16(self) -> f16;
     /// Whether the value is a normal number (neither zero, subnormal,
     /// infinite nor NaN).
     fn normal(self) -> bool;
@@ -268,6 +283,33 @@ macro_rules! float_common {
 impl Float for f32 {
     float_common!(f32);
     #[inline(always)]
+    fn round_bf16(self) -> f32 {
+        let b = self.to_bits();
+        let rounded = b.wrapping_add(0x7fff + ((b >> 16) & 1)) & 0xffff_0000;
+        let quiet = (b | 0x0040_0000) & 0xffff_0000;
+        f32::from_bits(if self.is_nan() { quiet } else { rounded })
+    }
+    #[inline(always)]
+    fn round_f16(self) -> f32 {
+        f16::from_f32(self).to_f32()
+    }
+    #[inline(always)]
+    fn from_bf16(v: bf16) -> f32 {
+        f32::from_bits((v.to_bits() as u32) << 16)
+    }
+    #[inline(always)]
+    fn from_f16(v: f16) -> f32 {
+        v.to_f32()
+    }
+    #[inline(always)]
+    fn to_bf16(self) -> bf16 {
+        bf16::from_f32(self)
+    }
+    #[inline(always)]
+    fn to_f16(self) -> f16 {
+        f16::from_f32(self)
+    }
+    #[inline(always)]
     fn exp<const FMA: bool>(self) -> f32 {
         math::exp::<FMA>(self)
     }
@@ -313,6 +355,24 @@ impl Float for f32 {
 
 impl Float for f64 {
     float_common!(f64);
+    fn round_bf16(self) -> f64 {
+        bf16::from_f64(self).to_f64()
+    }
+    fn round_f16(self) -> f64 {
+        f16::from_f64(self).to_f64()
+    }
+    fn from_bf16(v: bf16) -> f64 {
+        v.to_f64()
+    }
+    fn from_f16(v: f16) -> f64 {
+        v.to_f64()
+    }
+    fn to_bf16(self) -> bf16 {
+        bf16::from_f64(self)
+    }
+    fn to_f16(self) -> f16 {
+        f16::from_f64(self)
+    }
     fn exp<const FMA: bool>(self) -> f64 {
         f64::exp(self)
     }
@@ -603,6 +663,8 @@ fn unary_loop<T: Float, const FMA: bool>(u: Unary, out: &mut [T], a: &[T]) {
         Unary::Erf => map1(out, a, T::erf::<FMA>),
         Unary::Not => map1(out, a, T::not),
         Unary::IsFinite => map1(out, a, T::is_finite01),
+        Unary::RoundBf16 => map1(out, a, T::round_bf16),
+        Unary::RoundF16 => map1(out, a, T::round_f16),
     }
 }
 
@@ -1032,11 +1094,24 @@ impl FusedLoop {
                     match get(*input, *ty)? {
                         Input::Data(d) => Source::Data(d, view_index - 1),
                         Input::Pred(p) => Source::Pred(p, view_index - 1),
+                        Input::Bf16(h) => Source::Bf16(h, view_index - 1),
+                        Input::F16(h) => Source::F16(h, view_index - 1),
                     }
                 }
             });
         }
         Ok(sources)
+    }
+
+    /// Whether the loop reads or writes bf16 or f16 arrays (row pipelines
+    /// pass only the loop's own type between stages).
+    pub(crate) fn touches_halves(&self) -> bool {
+        let half = |t: PrimitiveType| matches!(t, PrimitiveType::BF16 | PrimitiveType::F16);
+        half(self.out_ty)
+            || self
+                .leaves
+                .iter()
+                .any(|l| matches!(l, Leaf::Input { ty, .. } if half(*ty)))
     }
 
     /// Whether the loop, run on its own, does too little arithmetic per
@@ -1060,6 +1135,7 @@ impl FusedLoop {
                     | Unary::Sign
                     | Unary::Not
                     | Unary::IsFinite
+                    | Unary::RoundBf16
             ),
             Op::Binary(b, ..) => matches!(
                 b,
@@ -1145,6 +1221,14 @@ impl FusedLoop {
             let preds = ArrayData::Pred(out.iter().map(|&v| v != T::ZERO).collect());
             pool.give(out);
             preds
+        } else if self.out_ty == PrimitiveType::BF16 {
+            let halves = ArrayData::BF16(out.iter().map(|&v| v.to_bf16()).collect());
+            pool.give(out);
+            halves
+        } else if self.out_ty == PrimitiveType::F16 {
+            let halves = ArrayData::F16(out.iter().map(|&v| v.to_f16()).collect());
+            pool.give(out);
+            halves
         } else {
             T::wrap(out)
         };
@@ -1213,13 +1297,23 @@ impl FusedLoop {
 pub(crate) enum Input<'a, T> {
     Data(&'a [T]),
     Pred(&'a [bool]),
+    Bf16(&'a [bf16]),
+    F16(&'a [f16]),
 }
 
 /// `a`'s data as a leaf of type `ty` reads it (the loop's type, or pred).
 pub(crate) fn input_data<T: Float>(a: &ArrayLiteral, ty: PrimitiveType) -> Option<Input<'_, T>> {
     match a.data() {
         ArrayData::Pred(p) if ty == PrimitiveType::Pred => Some(Input::Pred(p)),
-        _ if ty == PrimitiveType::Pred => None,
+        ArrayData::BF16(h) if ty == PrimitiveType::BF16 => Some(Input::Bf16(h)),
+        ArrayData::F16(h) if ty == PrimitiveType::F16 => Some(Input::F16(h)),
+        _ if matches!(
+            ty,
+            PrimitiveType::Pred | PrimitiveType::BF16 | PrimitiveType::F16
+        ) =>
+        {
+            None
+        }
         data => T::slice(data).map(Input::Data),
     }
 }
@@ -1229,6 +1323,9 @@ pub(crate) fn input_data<T: Float>(a: &ArrayLiteral, ty: PrimitiveType) -> Optio
 pub(crate) enum Source<'a, T> {
     Data(&'a [T], usize),
     Pred(&'a [bool], usize),
+    /// Half-precision data, widened tile by tile.
+    Bf16(&'a [bf16], usize),
+    F16(&'a [f16], usize),
     Affine(usize),
     Scalar(T),
     /// The current tile's values, gathered beforehand (see `rows_generic`).
@@ -1796,6 +1893,27 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
                     *b = T::from_bool(p[(base + i as i64 * s) as usize]);
                 }
             }
+            Source::Bf16(h, vi) => {
+                let s = *space.strides[vi].last().unwrap_or(&0);
+                let base = offsets[vi] + col as i64 * s;
+                if s == 1 {
+                    let run = &h[base as usize..base as usize + len];
+                    for (b, &v) in buf.iter_mut().zip(run) {
+                        *b = T::from_bf16(v);
+                    }
+                } else {
+                    for (i, b) in buf.iter_mut().enumerate() {
+                        *b = T::from_bf16(h[(base + i as i64 * s) as usize]);
+                    }
+                }
+            }
+            Source::F16(h, vi) => {
+                let s = *space.strides[vi].last().unwrap_or(&0);
+                let base = offsets[vi] + col as i64 * s;
+                for (i, b) in buf.iter_mut().enumerate() {
+                    *b = T::from_f16(h[(base + i as i64 * s) as usize]);
+                }
+            }
             // Read in place.
             Source::Tile(_) => {}
             Source::Data(d, vi) => {
@@ -2062,7 +2180,7 @@ impl Kernel for FusedLoop {
     }
 
     fn row_stage(&self) -> Option<super::pipeline::Stage> {
-        Some(super::pipeline::Stage::Loop(self.clone()))
+        (!self.touches_halves()).then(|| super::pipeline::Stage::Loop(self.clone()))
     }
 
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {

@@ -710,7 +710,7 @@ impl Kernel for ReduceLoop {
     }
 
     fn row_stage(&self) -> Option<super::pipeline::Stage> {
-        Some(super::pipeline::Stage::Reduce(self.clone()))
+        (!self.input.touches_halves()).then(|| super::pipeline::Stage::Reduce(self.clone()))
     }
 
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
