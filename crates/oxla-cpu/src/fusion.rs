@@ -712,7 +712,14 @@ fn plan_reduce(
         return None;
     }
     let op = reducer(module, instr)?;
-    let ty = array_type(instr).filter(|t| matches!(t, PrimitiveType::F32 | PrimitiveType::F64))?;
+    let out_ty = array_type(instr)?;
+    // Half-precision maxima and minima are exact in f32; sums and products
+    // are not (XLA:CPU rounds each partial to the half type, in its own order).
+    let ty = match out_ty {
+        PrimitiveType::F32 | PrimitiveType::F64 => out_ty,
+        t if is_half(t) && matches!(op, Binary::Max | Binary::Min) => PrimitiveType::F32,
+        _ => return None,
+    };
     let input = instr.operands[0].index();
     let in_dims = comp
         .instruction(instr.operands[0])
@@ -743,6 +750,7 @@ fn plan_reduce(
         op,
         init_input,
         out_dims,
+        out_ty,
     };
     Some((members, Box::new(kernel), inputs))
 }

@@ -1001,6 +1001,24 @@ fn half_precision_element_wise_loops() {
         let listing = check_exe(&format!("HloModule h\nENTRY e {{\n  {body}\n}}\n"), 8e-3);
         assert!(listing.contains("fused loop"), "{listing}");
     }
+    // Maxima and minima of half values reduce in f32, exactly (softmax's
+    // row maximum in bf16); sums, which XLA rounds partial by partial in an
+    // order of its own, do not.
+    let reductions = [
+        ("bf16", "maximum", "-inf", "300,200", "{1}", "300", true),
+        ("f16", "minimum", "inf", "300,200", "{0}", "200", true),
+        ("bf16", "maximum", "0", "30,20,10", "{0,2}", "20", true),
+        ("bf16", "add", "0", "300,200", "{1}", "300", false),
+    ];
+    for (ty, op, init, dims, reduced, out, fused) in reductions {
+        let listing = check_exe(
+            &format!(
+                "HloModule r\nf {{\n  a = {ty}[] parameter(0)\n  b = {ty}[] parameter(1)\n  ROOT c = {ty}[] {op}(a, b)\n}}\nENTRY e {{\n  x = {ty}[{dims}] parameter(0)\n  y = {ty}[{dims}] exponential(x)\n  i = {ty}[] constant({init})\n  ROOT r = {ty}[{out}] reduce(y, i), dimensions={reduced}, to_apply=f\n}}\n"
+            ),
+            8e-3,
+        );
+        assert_eq!(listing.contains("r = fused reduction"), fused, "{listing}");
+    }
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! vectorised horizontal fold per output element), a column reduction
 //! (vectorised accumulation into a row of outputs), or a mix.
 
-use oxla_hlo::{ArrayLiteral, ArrayShape, PrimitiveType};
+use oxla_hlo::{ArrayData, ArrayLiteral, ArrayShape, PrimitiveType};
 use rayon::prelude::*;
 
 use super::Kernel;
@@ -29,6 +29,9 @@ pub(crate) struct ReduceLoop {
     /// The kernel input holding the init value.
     pub init_input: usize,
     pub out_dims: Vec<i64>,
+    /// The result's type: the input loop's, or (maximum and minimum only,
+    /// which need no rounding) bf16 or f16 computed in f32.
+    pub out_ty: PrimitiveType,
 }
 
 #[inline(always)]
@@ -416,8 +419,11 @@ impl ReduceLoop {
     ) -> Result<ArrayLiteral, String> {
         let init = inputs
             .get(self.init_input)
-            .and_then(|a| T::slice(a.data()))
-            .and_then(|s| s.first().copied())
+            .and_then(|a| match a.data() {
+                ArrayData::BF16(h) => h.first().map(|&v| T::from_bf16(v)),
+                ArrayData::F16(h) => h.first().map(|&v| T::from_f16(v)),
+                data => T::slice(data).and_then(|s| s.first().copied()),
+            })
             .ok_or("the init value is missing")?;
         let sources = self.input.resolve::<T>(inputs)?;
         let plan = self.plan();
@@ -494,8 +500,21 @@ impl ReduceLoop {
             dispatch(self, &plan, &sources, 0, rows, 0, dims[last], &mut out, 0);
         }
         let shape =
-            ArrayShape::new(self.input.ty, self.out_dims.clone()).map_err(|e| e.to_string())?;
-        ArrayLiteral::new(shape, T::wrap(out)).map_err(|e| e.to_string())
+            ArrayShape::new(self.out_ty, self.out_dims.clone()).map_err(|e| e.to_string())?;
+        let data = match self.out_ty {
+            PrimitiveType::BF16 => {
+                let halves = ArrayData::BF16(out.iter().map(|&v| v.to_bf16()).collect());
+                pool.give(out);
+                halves
+            }
+            PrimitiveType::F16 => {
+                let halves = ArrayData::F16(out.iter().map(|&v| v.to_f16()).collect());
+                pool.give(out);
+                halves
+            }
+            _ => T::wrap(out),
+        };
+        ArrayLiteral::new(shape, data).map_err(|e| e.to_string())
     }
 }
 
@@ -710,7 +729,8 @@ impl Kernel for ReduceLoop {
     }
 
     fn row_stage(&self) -> Option<super::pipeline::Stage> {
-        (!self.input.touches_halves()).then(|| super::pipeline::Stage::Reduce(self.clone()))
+        let halves = self.input.touches_halves() || self.out_ty != self.input.ty;
+        (!halves).then(|| super::pipeline::Stage::Reduce(self.clone()))
     }
 
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
