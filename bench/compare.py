@@ -374,6 +374,35 @@ def svd_256(a):
     return s_, (u * s_) @ vt
 
 
+# Other element types: half-precision arithmetic and integer scans, which
+# JAX programs use and which once ran through oxla's interpreter (bf16
+# element-wise operations, bf16 row maxima, integer cumulative sums).
+# Reported as their own group.
+
+@workload("softmax_bf16", lambda r: [normal(r, (4096, 1024), 2.0)], rtol=2e-2, atol=1e-3,
+          hlo_ops=("reduce", "exponential"), group="dtypes",
+          note="softmax over the last axis of [4096,1024] in bf16 (f32 in and out)")
+def softmax_bf16(x):
+    return jax.nn.softmax(x.astype(jnp.bfloat16), axis=-1).astype(jnp.float32)
+
+
+@workload("layer_norm_bf16", lambda r: [normal(r, (4096, 1024), 3.0) + F32(1.0)], rtol=2e-2, atol=2e-2,
+          hlo_ops=("reduce", "rsqrt"), group="dtypes",
+          note="layer norm (no scale) over the last axis of [4096,1024] in bf16 (f32 in and out)")
+def layer_norm_bf16(x):
+    h = x.astype(jnp.bfloat16)
+    centered = h - h.mean(axis=-1, keepdims=True)
+    var = (centered * centered).mean(axis=-1, keepdims=True)
+    return (centered * lax.rsqrt(var + 1e-5)).astype(jnp.float32)
+
+
+@workload("cumsum_s32", lambda r: [r.integers(0, 10, (4096, 1024)).astype(np.int32)], rtol=0.0, atol=0.0,
+          hlo_ops=("reduce-window",), group="dtypes",
+          note="jnp.cumsum of s32[4096,1024] along the rows (a reduce-window over the whole row)")
+def cumsum_s32(x):
+    return jnp.cumsum(x, axis=1)
+
+
 # --------------------------------------------------------------------------
 # HLO text helpers
 # --------------------------------------------------------------------------

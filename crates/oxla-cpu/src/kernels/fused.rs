@@ -1896,7 +1896,9 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
             Source::Bf16(h, vi) => {
                 let s = *space.strides[vi].last().unwrap_or(&0);
                 let base = offsets[vi] + col as i64 * s;
-                if s == 1 {
+                if s == 0 {
+                    buf.fill(T::from_bf16(h[base as usize]));
+                } else if s == 1 {
                     let run = &h[base as usize..base as usize + len];
                     for (b, &v) in buf.iter_mut().zip(run) {
                         *b = T::from_bf16(v);
@@ -1910,8 +1912,12 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
             Source::F16(h, vi) => {
                 let s = *space.strides[vi].last().unwrap_or(&0);
                 let base = offsets[vi] + col as i64 * s;
-                for (i, b) in buf.iter_mut().enumerate() {
-                    *b = T::from_f16(h[(base + i as i64 * s) as usize]);
+                if s == 0 {
+                    buf.fill(T::from_f16(h[base as usize]));
+                } else {
+                    for (i, b) in buf.iter_mut().enumerate() {
+                        *b = T::from_f16(h[(base + i as i64 * s) as usize]);
+                    }
                 }
             }
             // Read in place.
