@@ -1318,6 +1318,35 @@ pub(crate) fn input_data<T: Float>(a: &ArrayLiteral, ty: PrimitiveType) -> Optio
     }
 }
 
+/// Fills `buf` with leaf data of another type (pred, bf16, f16) read
+/// through view `vi` from column `col` of the row at `offsets`, converted:
+/// one value for a broadcast, a straight run, or strided reads.
+#[inline(always)]
+fn widen<T: Copy, U: Copy>(
+    buf: &mut [T],
+    data: &[U],
+    space: &Space,
+    offsets: &[i64],
+    vi: usize,
+    col: usize,
+    convert: impl Fn(U) -> T,
+) {
+    let s = *space.strides[vi].last().unwrap_or(&0);
+    let base = offsets[vi] + col as i64 * s;
+    if s == 0 {
+        buf.fill(convert(data[base as usize]));
+    } else if s == 1 {
+        let run = &data[base as usize..base as usize + buf.len()];
+        for (b, &v) in buf.iter_mut().zip(run) {
+            *b = convert(v);
+        }
+    } else {
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = convert(data[(base + i as i64 * s) as usize]);
+        }
+    }
+}
+
 /// What a leaf reads.
 #[derive(Clone, Copy)]
 pub(crate) enum Source<'a, T> {
@@ -1886,40 +1915,9 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
                     *b = T::from_f64((base + i as i64 * s) as f64);
                 }
             }
-            Source::Pred(p, vi) => {
-                let s = *space.strides[vi].last().unwrap_or(&0);
-                let base = offsets[vi] + col as i64 * s;
-                for (i, b) in buf.iter_mut().enumerate() {
-                    *b = T::from_bool(p[(base + i as i64 * s) as usize]);
-                }
-            }
-            Source::Bf16(h, vi) => {
-                let s = *space.strides[vi].last().unwrap_or(&0);
-                let base = offsets[vi] + col as i64 * s;
-                if s == 0 {
-                    buf.fill(T::from_bf16(h[base as usize]));
-                } else if s == 1 {
-                    let run = &h[base as usize..base as usize + len];
-                    for (b, &v) in buf.iter_mut().zip(run) {
-                        *b = T::from_bf16(v);
-                    }
-                } else {
-                    for (i, b) in buf.iter_mut().enumerate() {
-                        *b = T::from_bf16(h[(base + i as i64 * s) as usize]);
-                    }
-                }
-            }
-            Source::F16(h, vi) => {
-                let s = *space.strides[vi].last().unwrap_or(&0);
-                let base = offsets[vi] + col as i64 * s;
-                if s == 0 {
-                    buf.fill(T::from_f16(h[base as usize]));
-                } else {
-                    for (i, b) in buf.iter_mut().enumerate() {
-                        *b = T::from_f16(h[(base + i as i64 * s) as usize]);
-                    }
-                }
-            }
+            Source::Pred(p, vi) => widen(buf, p, space, offsets, vi, col, T::from_bool),
+            Source::Bf16(h, vi) => widen(buf, h, space, offsets, vi, col, T::from_bf16),
+            Source::F16(h, vi) => widen(buf, h, space, offsets, vi, col, T::from_f16),
             // Read in place.
             Source::Tile(_) => {}
             Source::Data(d, vi) => {
