@@ -1488,6 +1488,83 @@ def misc_ops():
     return cs
 
 
+def xla_rewrites():
+    """What XLA does to a module before running it, pinned down bit for bit.
+    Its algebraic simplifier rewrites some float expressions inexactly
+    (x / C as x * (1/C), constants reassociated, pow(x, 3) as x * (x * x),
+    log(exp(x)) as x, ...), and XLA:CPU computes bf16 arithmetic in f32,
+    skipping the rounding to bf16 where a result only feeds a convert to f32.
+    The inputs are chosen so that the module as written gives other bits (or
+    other values altogether: inf against finite, NaN against 0)."""
+    r = rng(2024)
+    x = r.uniform(0.5, 3.0, 96).astype(F32)
+    y = r.uniform(0.5, 3.0, 96).astype(F32)
+    z = r.uniform(0.5, 3.0, 96).astype(F32)
+    s = np.array(1.7, F32)
+    bf = jnp.bfloat16
+    cs = []
+
+    def c(name, fn, args, op, tol=EXACT, note=""):
+        cs.append(case(f"xla_{name}", fn, args, op, tol=tol, note=note))
+
+    c("divide_by_constant", lambda a: a / 3.0, [x], "divide", note="x * (1/3)")
+    c("divide_by_constants", lambda a: a / 3.0 / 7.0, [x], "divide",
+      note="x * (1/3) * (1/7), then the constants folded: x * ((1/3) * (1/7))")
+    # Sums of sixteenths: exact in any order, so only the division shows.
+    sixteenths = (r.integers(1, 2000, 96) / 16).astype(F32)
+    c("mean", lambda a: jnp.mean(a.reshape(16, 6), axis=1), [sixteenths], "divide",
+      note="sum * (1/6)")
+    c("divide_by_scalar", lambda a, b: a / b, [x, s], "divide",
+      note="x / broadcast(s) becomes x * broadcast(1/s)")
+    c("divide_by_rsqrt", lambda a, b: a / lax.rsqrt(b), [x, y], "divide", note="x * sqrt(y)")
+    c("divide_of_divide", lambda a, b, d: (a / b) / d, [x, y, z], "divide", note="x / (y * z)")
+    c("divide_by_divide", lambda a, b, d: a / (b / d), [x, y, z], "divide", note="(x * z) / y")
+    c("divide_of_divides", lambda a, b, d, e: (a / b) / (d / e), [x, y, z, x[::-1].copy()],
+      "divide", note="(x * w) / (y * z)")
+    c("add_constants", lambda a: (a + 3.1) + 2.3, [x], "add", note="x + (3.1 + 2.3)")
+    c("subtract_constants", lambda a: (a - 3.1) - 2.3, [x], "subtract",
+      note="x + ((-3.1) + (-2.3))")
+    c("constant_minus_plus_constant", lambda a: (3.1 - a) + 2.3, [x], "subtract",
+      note="(3.1 + 2.3) - x")
+    c("multiply_constants", lambda a: (a * 3.1) * 2.3, [x], "multiply", note="x * (3.1 * 2.3)")
+    c("multiply_by_broadcast", lambda a, b: (a * 3.1) * jnp.broadcast_to(b, a.shape), [x, s],
+      "multiply", note="x * broadcast(s * 3.1)")
+    c("power_3", lambda a: lax.pow(a, np.float32(3.0)), [x], "power", note="x * (x * x)")
+    c("power_minus_1", lambda a: lax.pow(a, np.float32(-1.0)), [x], "power", note="1 / x")
+    big = np.array([3e38, -3e38, 1.0, 2.5], F32)
+    c("distribute_power_of_two", lambda a, b: a * 2.0 + b * 2.0, [big, big[::-1].copy()],
+      "multiply", note="(x + y) * 2: 3e38*2 + -3e38*2 is NaN, (3e38 - 3e38)*2 is 0")
+    nan = np.array([np.nan, np.inf, -1.5, 2.0], F32)
+    c("multiply_by_converted_pred", lambda a, b: (a > 1.0).astype(jnp.float32) * b,
+      [np.array([0.0, 0.5, 2.0, 3.0], F32), nan], "multiply",
+      note="select(p, y, 0): 0 * NaN and 0 * inf give 0, not NaN")
+    c("sqrt_of_square", lambda a: jnp.sqrt(a * a), [np.array([1e30, -1e30, 2.0], F32)], "sqrt",
+      note="|x|: (1e30)^2 overflows, |1e30| does not")
+    c("log_of_exp", lambda a: jnp.log(jnp.exp(a * 40.0)), [x], "log", tol=close(1e-6, 0.0),
+      note="x * 40: exp(120) overflows, the rewrite never computes it")
+    c("exp_times_exp", lambda a, b: jnp.exp(a * 40.0) * jnp.exp(b * -20.0), [x, y],
+      "exponential", tol=close(1e-5, 0.0), note="exp(40x - 20y): finite where exp(40x) is inf")
+    c("bf16_multiply_to_f32", lambda a: (a.astype(bf) * 3).astype(jnp.float32), [x],
+      "convert", note="the product is not rounded to bf16 on its way to f32")
+    c("bf16_chain_to_f32", lambda a: ((a.astype(bf) * 3) + bf(0.001)).astype(jnp.float32),
+      [x], "convert", note="the product is rounded (it feeds a bf16 add), the sum is not")
+    c("bf16_divide_by_constant", lambda a: (a.astype(bf) / bf(3)).astype(jnp.float32), [x],
+      "convert", note="normalized to f32 first: x * f32(1/3), unrounded")
+    c("bf16_divide_by_constant_bf16", lambda a: a.astype(bf) / bf(3), [x], "divide",
+      note="x * f32(1/3), rounded once to bf16")
+    c("bf16_two_users", lambda a: (lambda m: (m.astype(jnp.float32), m + bf(1)))(a.astype(bf) * 3),
+      [x], "convert", note="the convert reads the f32 product, the bf16 add the rounded one")
+    c("bf16_dot_to_f32", lambda a, b: jnp.dot(a.reshape(8, 12).astype(bf),
+                                              b.reshape(12, 8).astype(bf)).astype(jnp.float32),
+      [x, y], "dot", tol=summation(F32), note="the f32 product is not rounded to bf16")
+    c("bf16_softmax", lambda a: jax.nn.softmax(a.reshape(8, 12).astype(bf), axis=-1).astype(jnp.float32),
+      [x * 3.0], "divide", tol=close(1e-5, 1e-7),
+      note="exp / broadcast(sum) as exp * broadcast(1/sum) in f32, the quotient unrounded")
+    c("f16_divide_by_constant", lambda a: (a.astype(jnp.float16) / jnp.float16(3)).astype(jnp.float32),
+      [x], "divide", note="f16 is not normalized on XLA:CPU: x * f16(1/3), rounded to f16")
+    return cs
+
+
 def nn_blocks():
     cs = []
     x = floats(F32, (3, 7), 351, -5, 5, specials=False)
@@ -1823,6 +1900,7 @@ CASE_GROUPS = [
     bitwise_ops, compare_select_clamp, unary_exact, unary_transcendental, complex_parts,
     conversions, bitcasts_and_precision, shape_ops, dots, convolutions, reductions, windows,
     sorting, gathers_scatters, control_flow, rngs, misc_ops, nn_blocks, linalg, denormals_ftz,
+    xla_rewrites,
 ]
 
 

@@ -2,11 +2,11 @@
 //!
 //! ```text
 //! oxla run MODULE.hlo [--input X.npy]... [--output-dir DIR] [--backend cpu|interp] [--seed N]
-//!          [--memory-limit BYTES] [--while-limit N]
+//!          [--memory-limit BYTES] [--while-limit N] [--as-written]
 //! oxla bench MODULE.hlo [--backend ...] [--iters N] [--seed N] [--input X.npy]... [--json]
-//!          [--memory-limit BYTES] [--while-limit N]
+//!          [--memory-limit BYTES] [--while-limit N] [--as-written]
 //! oxla parse MODULE.hlo
-//! oxla opt MODULE.hlo [--after-each | --plan]
+//! oxla opt MODULE.hlo [--after-each | --plan] [--as-written]
 //! ```
 //!
 //! Errors are one line on stderr and a non-zero exit status.
@@ -70,6 +70,12 @@ enum Command {
         /// Seed for random inputs (when no --input is given) and for random-number ops.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Runs the module as written: without the inexact rewrites XLA
+        /// applies before running a module (`x / 3` as `x * (1/3)`, bf16
+        /// arithmetic kept in f32 where it only feeds a convert to f32, ...),
+        /// which oxla applies by default so its results are XLA's.
+        #[arg(long)]
+        as_written: bool,
         #[command(flatten)]
         limits: Limits,
     },
@@ -93,6 +99,12 @@ enum Command {
         /// "run_ms": {"median": .., "min": .., "max": .., "iters": ..}}.
         #[arg(long)]
         json: bool,
+        /// Runs the module as written: without the inexact rewrites XLA
+        /// applies before running a module (`x / 3` as `x * (1/3)`, bf16
+        /// arithmetic kept in f32 where it only feeds a convert to f32, ...),
+        /// which oxla applies by default so its results are XLA's.
+        #[arg(long)]
+        as_written: bool,
         #[command(flatten)]
         limits: Limits,
     },
@@ -110,6 +122,12 @@ enum Command {
         /// there is no kernel) and the values it reads.
         #[arg(long, conflicts_with = "after_each")]
         plan: bool,
+        /// Runs the module as written: without the inexact rewrites XLA
+        /// applies before running a module (`x / 3` as `x * (1/3)`, bf16
+        /// arithmetic kept in f32 where it only feeds a convert to f32, ...),
+        /// which oxla applies by default so its results are XLA's.
+        #[arg(long)]
+        as_written: bool,
     },
 }
 
@@ -138,32 +156,41 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Opt {
-            module, plan: true, ..
+            module,
+            plan: true,
+            as_written,
+            ..
         } => {
             let limits = Limits {
                 memory_limit: u64::MAX,
                 while_limit: None,
             };
-            let exe = compile(load(&module)?, BackendArg::Cpu, &limits)?;
+            let exe = compile(load(&module)?, BackendArg::Cpu, &limits, as_written)?;
             print!("{}", exe.plan().unwrap_or_default());
             Ok(())
         }
         Command::Opt {
-            module, after_each, ..
+            module,
+            after_each,
+            as_written,
+            ..
         } => {
             let mut m = load(&module)?;
             let mut dumps = String::new();
-            oxla_passes::Pipeline::standard().run_observed(
-                &mut m,
-                &mut |pass, round, changed, m| {
+            let mut pipelines = vec![oxla_passes::Pipeline::standard()];
+            if !as_written {
+                pipelines.insert(0, oxla_passes::Pipeline::xla());
+            }
+            for pipeline in pipelines {
+                pipeline.run_observed(&mut m, &mut |pass, round, changed, m| {
                     if after_each && changed {
                         dumps.push_str(&format!(
                             "// after {pass} (round {round})\n{}\n",
                             oxla_text::print_module(m)
                         ));
                     }
-                },
-            );
+                });
+            }
             if after_each {
                 print!("{dumps}");
             } else {
@@ -177,11 +204,12 @@ fn run(cli: Cli) -> Result<()> {
             output_dir,
             backend,
             seed,
+            as_written,
             limits,
         } => {
             let m = load(&module)?;
             let args = entry_arguments(&m, &inputs, seed, limits.memory_limit)?;
-            let exe = compile(m, backend, &limits)?;
+            let exe = compile(m, backend, &limits, as_written)?;
             let result = exe.execute_with(&args, &ExecuteOptions::with_seed(seed))?;
             match output_dir {
                 Some(dir) => write_outputs(&dir, &result),
@@ -199,6 +227,7 @@ fn run(cli: Cli) -> Result<()> {
             seed,
             compile_reps,
             json,
+            as_written,
             limits,
         } => {
             let text = read_text(&module)?;
@@ -211,11 +240,11 @@ fn run(cli: Cli) -> Result<()> {
             for _ in 1..compile_reps {
                 let module = m.clone();
                 let t = Instant::now();
-                drop(compile(module, backend, &limits)?);
+                drop(compile(module, backend, &limits, as_written)?);
                 compiles.push(t.elapsed().as_secs_f64() * 1e3);
             }
             let t = Instant::now();
-            let exe = compile(m, backend, &limits)?;
+            let exe = compile(m, backend, &limits, as_written)?;
             compiles.push(t.elapsed().as_secs_f64() * 1e3);
             let compile_first_ms = compiles[0];
             compiles.sort_by(f64::total_cmp);
@@ -273,7 +302,12 @@ fn load(path: &Path) -> Result<HloModule> {
     parse(path, &read_text(path)?)
 }
 
-fn compile(module: HloModule, backend: BackendArg, limits: &Limits) -> Result<Executable> {
+fn compile(
+    module: HloModule,
+    backend: BackendArg,
+    limits: &Limits,
+    as_written: bool,
+) -> Result<Executable> {
     let backend = match backend {
         BackendArg::Interp => Backend::Interpreter,
         BackendArg::Cpu => Backend::Cpu,
@@ -282,7 +316,8 @@ fn compile(module: HloModule, backend: BackendArg, limits: &Limits) -> Result<Ex
     // than wait for values that will never come.
     let mut options = CompileOptions::default()
         .with_max_array_bytes(limits.memory_limit)
-        .with_infeed_timeout(Duration::ZERO);
+        .with_infeed_timeout(Duration::ZERO)
+        .with_xla_rewrites(!as_written);
     if let Some(n) = limits.while_limit {
         options = options.with_while_iteration_limit(n);
     }

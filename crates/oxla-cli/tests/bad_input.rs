@@ -253,8 +253,9 @@ fn deep_call_chain() {
     t.push_str(
         "ENTRY e {\n  p = f32[] parameter(0)\n  ROOT r = f32[] call(p), to_apply=c10000\n}\n",
     );
-    // The interpreter runs calls as calls, and stops at its depth limit.
-    let line = run_error(&t, &[], &["--backend", "interp"]);
+    // The interpreter runs calls as calls, and stops at its depth limit
+    // (as written: XLA's rewrites, on by default, inline calls first).
+    let line = run_error(&t, &[], &["--backend", "interp", "--as-written"]);
     assert_eq!(
         line,
         "error: in computation `c9937`, instruction `r` (call): calls nest more than 64 levels deep"

@@ -44,6 +44,20 @@ fn jax_fixtures_on_cpu_flushing_denormals() {
     );
 }
 
+/// After XLA's rewrites (`match_xla`, as `Client::compile` applies them by
+/// default) the CPU backend gives XLA's results on every fixture.
+#[test]
+fn jax_fixtures_on_cpu_as_xla_rewrites_them() {
+    let options = EvalOptions::default().flush_denormals(true);
+    let cpu = cpu(options);
+    check_corpus(
+        &jax_fixtures(env!("CARGO_MANIFEST_DIR")),
+        "",
+        &|module: &HloModule, args: &[Literal]| cpu(&oxla_passes::match_xla(module), args),
+        647,
+    );
+}
+
 #[test]
 fn random_arguments_never_panic_on_cpu() {
     let options = EvalOptions::default().while_iteration_limit(10_000);

@@ -1,7 +1,9 @@
 //! HLO-to-HLO optimisation passes. Each pass rewrites a verified module into
 //! an equivalent verified module: the same results on every input, bit for
 //! bit (the passes only apply rewrites that are exact, and fold constants
-//! with the reference interpreter). A [`Pipeline`] runs passes to a fixed
+//! with the reference interpreter). The one exception is [`MatchXla`], kept
+//! out of the standard pipeline: it applies the inexact rewrites XLA itself
+//! applies, so that results match XLA's rather than the program as written. A [`Pipeline`] runs passes to a fixed
 //! point and can report the module after each one, which is how
 //! `oxla opt --after-each` shows what the compiler did.
 
@@ -14,6 +16,7 @@ mod inline;
 mod simplify;
 mod splice;
 mod unroll;
+mod xla_numerics;
 
 pub use cse::Cse;
 pub use dce::Dce;
@@ -21,6 +24,7 @@ pub use fold::FoldConstants;
 pub use inline::Inline;
 pub use simplify::Simplify;
 pub use unroll::{MAX_TRIPS, UnrollWhile};
+pub use xla_numerics::MatchXla;
 
 use oxla_hlo::HloModule;
 
@@ -63,6 +67,20 @@ impl Pipeline {
         ])
     }
 
+    /// XLA's inexact rewrites ([`MatchXla`]) with what they need around
+    /// them: calls inlined first (XLA inlines before it normalizes), new
+    /// constants folded, common subexpressions merged (`sqrt(x) * sqrt(x)`
+    /// written twice is one value to XLA) and dead code dropped.
+    pub fn xla() -> Pipeline {
+        Pipeline::new(vec![
+            Box::new(Inline),
+            Box::new(MatchXla),
+            Box::new(FoldConstants::default()),
+            Box::new(Cse),
+            Box::new(Dce),
+        ])
+    }
+
     pub fn passes(&self) -> impl Iterator<Item = &dyn Pass> {
         self.passes.iter().map(|p| p.as_ref())
     }
@@ -90,6 +108,15 @@ impl Pipeline {
     pub fn run(&self, module: &mut HloModule) {
         self.run_observed(module, &mut |_, _, _, _| {});
     }
+}
+
+/// `module` rewritten as XLA rewrites it before running it (see
+/// [`MatchXla`]): its results are then XLA's, bit for bit where the
+/// operations are exact.
+pub fn match_xla(module: &HloModule) -> HloModule {
+    let mut module = module.clone();
+    Pipeline::xla().run(&mut module);
+    module
 }
 
 /// `module` after the standard pipeline.

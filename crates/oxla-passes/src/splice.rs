@@ -61,6 +61,17 @@ impl Splice<'_> {
         InstrId::new(self.out.len() - 1)
     }
 
+    /// Appends `instr` under a fresh name derived from `like`; returns its id.
+    pub fn add(&mut self, mut instr: HloInstruction, like: &str) -> InstrId {
+        instr.name = self.names.fresh(like);
+        self.push(instr)
+    }
+
+    /// The instruction `id` names among those rebuilt so far.
+    pub fn get(&self, id: InstrId) -> &HloInstruction {
+        &self.out[id.index()]
+    }
+
     /// Appends a copy of `callee`'s instructions with its parameter `p`
     /// reading `args[p]`; returns the id of its root's copy. `None` (with
     /// nothing appended that anything reads) if `args` does not match the

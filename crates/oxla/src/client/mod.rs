@@ -53,6 +53,13 @@ pub struct CompileOptions {
     pub collective_timeout: Duration,
     /// How long an infeed waits for a value to be queued.
     pub infeed_timeout: Duration,
+    /// Rewrite the module as XLA does before running it (on by default, as
+    /// in XLA): its algebraic simplifier's inexact rules (`x / 3` becomes
+    /// `x * (1/3)`, `(x * 2) * 3` becomes `x * 6`, ...) and XLA:CPU's bf16
+    /// normalization with excess precision (see
+    /// [`oxla_passes::MatchXla`]). Results then match XLA's bit for bit
+    /// where the operations are exact. Off, the module runs as written.
+    pub xla_rewrites: bool,
 }
 
 impl Default for CompileOptions {
@@ -63,6 +70,7 @@ impl Default for CompileOptions {
             max_array_bytes: oxla_interp::DEFAULT_MAX_ARRAY_BYTES,
             collective_timeout: Duration::from_secs(30),
             infeed_timeout: Duration::from_secs(30),
+            xla_rewrites: true,
         }
     }
 }
@@ -92,6 +100,13 @@ impl CompileOptions {
 
     pub fn with_infeed_timeout(mut self, timeout: Duration) -> CompileOptions {
         self.infeed_timeout = timeout;
+        self
+    }
+
+    /// Whether to rewrite the module as XLA does (see
+    /// [`CompileOptions::xla_rewrites`]).
+    pub fn with_xla_rewrites(mut self, on: bool) -> CompileOptions {
+        self.xla_rewrites = on;
         self
     }
 }
@@ -248,6 +263,11 @@ impl Client {
             }
         }
         infeed_order::check(&module).map_err(Error::Compile)?;
+        let module = if options.xla_rewrites {
+            oxla_passes::match_xla(&module)
+        } else {
+            module
+        };
         let cpu = match self.shared.backend {
             Backend::Interpreter => None,
             Backend::Cpu => Some(Arc::new(
