@@ -966,15 +966,6 @@ impl<'c> Builder<'c> {
             let op = if let Some(u) = unary_of(instr.opcode) {
                 Op::Unary(u, ops[0])
             } else if let Some(b) = binary_of(instr.opcode) {
-                // XLA:CPU multiplies by the reciprocal of a broadcast divisor.
-                let by_broadcast = instr
-                    .operands
-                    .get(1)
-                    .is_some_and(|d| self.comp.instruction(*d).opcode == Opcode::Broadcast);
-                let b = match b {
-                    Binary::Div if by_broadcast => Binary::DivByBroadcast,
-                    b => b,
-                };
                 Op::Binary(b, ops[0], ops[1])
             } else {
                 match instr.opcode {

@@ -1658,91 +1658,80 @@ fn float_arithmetic_finishing_integer_bits_joins_the_tiled_loop() {
 }
 
 #[test]
-fn a_quotient_by_a_broadcast_is_a_product_with_its_reciprocal_as_in_xla() {
-    // XLA:CPU rewrites a / broadcast(b) to a * broadcast(1 / b); the fused
-    // loops compute the same bits, within an ulp of a true division.
-    let text = "HloModule d\nENTRY e {\n  x = f32[300,513] parameter(0)\n  y = f32[300] parameter(1)\n  b = f32[300,513] broadcast(y), dimensions={0}\n  ROOT q = f32[300,513] divide(x, b)\n}\n";
-    let args = arguments(&oxla_text::parse_module(text).unwrap(), 11);
-    let (got, _) = run_both(text, &args);
-    let got = got.as_array().unwrap().data().clone();
-    let (ArrayData::F32(q), Literal::Array(x), Literal::Array(y)) = (got, &args[0], &args[1])
-    else {
-        panic!("f32 arrays")
-    };
-    let (ArrayData::F32(x), ArrayData::F32(y)) = (x.data(), y.data()) else {
-        panic!("f32 arrays")
-    };
-    for (i, &q) in q.iter().enumerate() {
-        let (xi, yi) = (x[i], y[i / 513]);
-        assert_eq!(q.to_bits(), (xi * (1.0 / yi)).to_bits(), "element {i}");
-        let ulps = (q.to_bits() as i64 - (xi / yi).to_bits() as i64).abs();
-        assert!(ulps <= 1, "element {i}: {q} against {}", xi / yi);
-    }
-    // Along the minor dimension too (the divisor changes within a tile).
-    let minor = "HloModule d\nENTRY e {\n  x = f32[300,513] parameter(0)\n  y = f32[513] parameter(1)\n  b = f32[300,513] broadcast(y), dimensions={1}\n  ROOT q = f32[300,513] divide(x, b)\n}\n";
-    let (got, _) = run_both(minor, &[args[0].clone(), Literal::vec1(&[3f32; 513])]);
-    let third = 1.0f32 / 3.0;
-    for (i, q) in got.to_vec::<f32>().unwrap().into_iter().enumerate() {
-        assert_eq!(q.to_bits(), (x[i] * third).to_bits(), "element {i}");
-    }
-    // Any other quotient is a true division, even of one value by one
-    // value (41 * (1 / 41) is not 1), in a loop or alone.
-    let scalar =
-        "HloModule d\nENTRY e {\n  x = f32[] parameter(0)\n  ROOT q = f32[] divide(x, x)\n}\n";
-    let arrays = "HloModule d\nENTRY e {\n  x = f32[4000] parameter(0)\n  y = f32[4000] parameter(1)\n  a = f32[4000] add(x, y)\n  ROOT q = f32[4000] divide(a, a)\n}\n";
-    assert_ne!(41f32 * (1.0 / 41.0), 1.0);
-    let (got, want) = run_both(scalar, &[Literal::scalar(41f32)]);
-    assert!(got.bitwise_eq(&want), "got {got}, want {want}");
-    assert_eq!(got.to_scalar::<f32>().unwrap(), 1.0);
-    let (got, want) = run_both(
-        arrays,
-        &[Literal::vec1(&[40f32; 4000]), Literal::vec1(&[1f32; 4000])],
-    );
-    assert!(got.bitwise_eq(&want), "got {got}, want {want}");
-}
-
-#[test]
-fn a_quotient_by_a_broadcast_whose_reciprocal_is_not_normal_divides() {
-    // 1 / d overflows for a subnormal d and is subnormal for a d near the
-    // largest float: x * (1 / d) would be infinite or imprecise, so those
-    // rows divide. Zero, infinity and NaN divide too (the same results).
-    // Rows of one divisor each (a splat per tile), and the divisors along
-    // the minor dimension (a different one per element).
-    let divisors = [1e-40f32, 3e38, 0.0, f32::INFINITY, f32::NAN, -2.5e-39, 0.25];
-    let x: Vec<f32> = (0..7 * 1000)
+fn quotients_divide_as_written_and_as_xla_rewrites_them() {
+    // As written, every quotient is a true division on both backends, a
+    // broadcast divisor included (rows of one divisor, and one divisor per
+    // element along the minor dimension), with divisors whose reciprocal is
+    // not a normal number among them.
+    let divisors = [
+        1e-40f32,
+        3e38,
+        0.0,
+        f32::INFINITY,
+        f32::NAN,
+        -2.5e-39,
+        0.25,
+        3.0,
+        41.0,
+    ];
+    let n = divisors.len();
+    let x: Vec<f32> = (0..n * 1000)
         .map(|i| (i % 97) as f32 * 0.37 - 11.0)
         .collect();
-    for (dims, text) in [
+    for (rows, text) in [
         (
-            "rows",
-            "HloModule d\nENTRY e {\n  x = f32[7,1000] parameter(0)\n  y = f32[7] parameter(1)\n  b = f32[7,1000] broadcast(y), dimensions={0}\n  ROOT q = f32[7,1000] divide(x, b)\n}\n",
+            true,
+            format!(
+                "HloModule d\nENTRY e {{\n  x = f32[{n},1000] parameter(0)\n  y = f32[{n}] parameter(1)\n  b = f32[{n},1000] broadcast(y), dimensions={{0}}\n  ROOT q = f32[{n},1000] divide(x, b)\n}}\n"
+            ),
         ),
         (
-            "columns",
-            "HloModule d\nENTRY e {\n  x = f32[1000,7] parameter(0)\n  y = f32[7] parameter(1)\n  b = f32[1000,7] broadcast(y), dimensions={1}\n  ROOT q = f32[1000,7] divide(x, b)\n}\n",
+            false,
+            format!(
+                "HloModule d\nENTRY e {{\n  x = f32[1000,{n}] parameter(0)\n  y = f32[{n}] parameter(1)\n  b = f32[1000,{n}] broadcast(y), dimensions={{1}}\n  ROOT q = f32[1000,{n}] divide(x, b)\n}}\n"
+            ),
         ),
     ] {
-        let shape = if dims == "rows" { [7, 1000] } else { [1000, 7] };
+        let shape = if rows {
+            [n as i64, 1000]
+        } else {
+            [1000, n as i64]
+        };
         let args = [
             Literal::from_vec(&shape, x.clone()).unwrap(),
             Literal::vec1(&divisors),
         ];
-        let (got, _) = run_both(text, &args);
-        for (i, q) in got.to_vec::<f32>().unwrap().into_iter().enumerate() {
-            let d = if dims == "rows" {
+        let divisor = |i: usize| {
+            if rows {
                 divisors[i / 1000]
             } else {
-                divisors[i % 7]
-            };
-            let want = if (1.0 / d).is_normal() {
-                x[i] * (1.0 / d)
-            } else {
-                x[i] / d
-            };
+                divisors[i % n]
+            }
+        };
+        let (got, want) = run_both(&text, &args);
+        assert!(got.bitwise_eq(&want), "as written");
+        for (i, q) in got.to_vec::<f32>().unwrap().into_iter().enumerate() {
+            let d = x[i] / divisor(i);
             assert!(
-                q.to_bits() == want.to_bits() || (q.is_nan() && want.is_nan()),
-                "{dims}, element {i}: {} / {d} gave {q}, want {want}",
-                x[i]
+                q.to_bits() == d.to_bits() || (q.is_nan() && d.is_nan()),
+                "element {i}"
+            );
+        }
+        // XLA rewrites a / broadcast(b) as a * broadcast(1 / b): after
+        // `match_xla` both backends compute that, bit for bit.
+        let module = oxla_passes::match_xla(&oxla_text::parse_module(&text).unwrap());
+        let options = EvalOptions::default();
+        let got = oxla_cpu::compile(&module)
+            .unwrap()
+            .execute(&args, &options, &NoServices)
+            .unwrap();
+        let want = oxla_interp::evaluate(&module, &args, &options, &NoServices).unwrap();
+        assert!(got.bitwise_eq(&want), "as XLA rewrites it");
+        for (i, q) in got.to_vec::<f32>().unwrap().into_iter().enumerate() {
+            let p = x[i] * (1.0 / divisor(i));
+            assert!(
+                q.to_bits() == p.to_bits() || (q.is_nan() && p.is_nan()),
+                "element {i}"
             );
         }
     }

@@ -69,12 +69,6 @@ pub(crate) enum Binary {
     Sub,
     Mul,
     Div,
-    /// A quotient by a broadcast divisor, computed as XLA:CPU rewrites
-    /// `a / broadcast(b)`: `a * broadcast(1 / b)`, within an ulp of the
-    /// quotient, and one division per tile where the divisor is the same
-    /// across it; a true quotient where `1 / b` is not a normal number
-    /// (see `by_reciprocal`).
-    DivByBroadcast,
     Max,
     Min,
     Pow,
@@ -177,9 +171,6 @@ pub(crate) trait Float:
     /// As bf16 or f16: exact for values already rounded to them.
     fn to_bf16(self) -> bf16;
     fn to_f16(self) -> f16;
-    /// Whether the value is a normal number (neither zero, subnormal,
-    /// infinite nor NaN).
-    fn normal(self) -> bool;
     fn exp<const FMA: bool>(self) -> Self;
     /// `exp` of a tile (f32 takes a faster path when the whole tile allows).
     #[inline(always)]
@@ -258,10 +249,6 @@ macro_rules! float_common {
         #[inline(always)]
         fn is_finite01(self) -> Self {
             if self.is_finite() { 1.0 } else { 0.0 }
-        }
-        #[inline(always)]
-        fn normal(self) -> bool {
-            self.is_normal()
         }
         // In f64 and rounded once, as the interpreter computes them, so
         // the results agree bit for bit (for f64 this is the plain op).
@@ -675,17 +662,6 @@ fn binary_loop<T: Float>(op: Binary, out: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>
         Binary::Sub => map2a(out, a, b, |x, y| x - y),
         Binary::Mul => map2a(out, a, b, |x, y| x * y),
         Binary::Div => map2a(out, a, b, |x, y| x / y),
-        Binary::DivByBroadcast => match b {
-            Arg::Splat(y) => {
-                let r = T::from_f64(1.0) / y;
-                if r.normal() {
-                    map2a(out, a, Arg::Splat(r), |x, r| x * r)
-                } else {
-                    map2a(out, a, b, |x, y| x / y)
-                }
-            }
-            Arg::Slice(_) => map2a(out, a, b, by_reciprocal),
-        },
         Binary::Max => map2a(out, a, b, |x, y| binary(Binary::Max, x, y)),
         Binary::Min => map2a(out, a, b, |x, y| binary(Binary::Min, x, y)),
         Binary::Pow => map2a(out, a, b, T::pow),
@@ -884,16 +860,6 @@ fn compare_loop<T: Float>(dir: ComparisonDirection, out: &mut [T], a: Arg<'_, T>
     }
 }
 
-/// `x / y` as `x * (1 / y)` (see [`Binary::DivByBroadcast`]) where the
-/// reciprocal is a normal number; where it is not (`y` zero, infinite,
-/// NaN, subnormal, or so large its reciprocal is subnormal) the product
-/// could be infinite or lose precision, so it is the true quotient.
-#[inline(always)]
-fn by_reciprocal<T: Float>(x: T, y: T) -> T {
-    let r = T::from_f64(1.0) / y;
-    if r.normal() { x * r } else { x / y }
-}
-
 #[inline(always)]
 fn binary<T: Float>(op: Binary, a: T, b: T) -> T {
     match op {
@@ -901,7 +867,6 @@ fn binary<T: Float>(op: Binary, a: T, b: T) -> T {
         Binary::Sub => a - b,
         Binary::Mul => a * b,
         Binary::Div => a / b,
-        Binary::DivByBroadcast => by_reciprocal(a, b),
         Binary::Max => super::minmax::max(a, b),
         Binary::Min => super::minmax::min(a, b),
         Binary::Pow => T::pow(a, b),
@@ -1142,7 +1107,6 @@ impl FusedLoop {
                 Binary::Add
                     | Binary::Sub
                     | Binary::Mul
-                    | Binary::DivByBroadcast
                     | Binary::Max
                     | Binary::Min
                     | Binary::And
