@@ -2,13 +2,14 @@
 //!
 //! Each backend runs through the client against the interpreter called
 //! directly (for the interpreter backend, a check of the client's path and
-//! of determinism). The comparison is bit-exact on inputs of arbitrary bit
+//! of determinism), twice: on the module as written (`--as-written`), and
+//! with XLA's rewrites (the client's default) against the interpreter on
+//! the rewritten module (`oxla_passes::match_xla`). The comparison is
+//! bit-exact on inputs of arbitrary bit
 //! patterns (NaNs, infinities, extreme magnitudes), except where the CPU
 //! backend is documented to round differently: its polynomial exp, log,
-//! tanh, logistic and erf, the order (and fused multiply-adds) of the
-//! sums in reductions, windows, dots and convolutions, and a quotient by a
-//! broadcast divisor (a product with its reciprocal, as XLA:CPU computes
-//! it, within an ulp). A module using any
+//! tanh, logistic and erf, and the order (and fused multiply-adds) of the
+//! sums in reductions, windows, dots and convolutions. A module using any
 //! of those runs on tame float arguments and constants (in [-4, 4], made
 //! from the generated bits, since with extreme magnitudes a different summation
 //! order legitimately turns a finite sum into infinity, or infinity into
@@ -33,24 +34,19 @@ const BACKENDS: &[Backend] = &[Backend::Interpreter, Backend::Cpu];
 fn rounding_may_differ(module: &HloModule) -> bool {
     module.computations().iter().any(|c| {
         c.instructions().iter().any(|i| {
-            let by_broadcast = i.opcode == Opcode::Divide
-                && i.operands
-                    .get(1)
-                    .is_some_and(|&d| c.instruction(d).opcode == Opcode::Broadcast);
-            by_broadcast
-                || matches!(
-                    i.opcode,
-                    Opcode::Exp
-                        | Opcode::Log
-                        | Opcode::Tanh
-                        | Opcode::Logistic
-                        | Opcode::Erf
-                        | Opcode::Reduce
-                        | Opcode::ReduceWindow
-                        | Opcode::SelectAndScatter
-                        | Opcode::Dot
-                        | Opcode::Convolution
-                )
+            matches!(
+                i.opcode,
+                Opcode::Exp
+                    | Opcode::Log
+                    | Opcode::Tanh
+                    | Opcode::Logistic
+                    | Opcode::Erf
+                    | Opcode::Reduce
+                    | Opcode::ReduceWindow
+                    | Opcode::SelectAndScatter
+                    | Opcode::Dot
+                    | Opcode::Convolution
+            )
         })
     })
 }
@@ -136,36 +132,43 @@ proptest! {
         let generated = generate(&mut u, &Options::default()).expect("generation never fails");
         let computation = generated.built.expect("valid-mode computations build");
         let seed = 5;
-        let relaxed = rounding_may_differ(computation.module());
+        let written = computation.module();
+        let rewritten = oxla_passes::match_xla(written);
+        let relaxed = rounding_may_differ(written) || rounding_may_differ(&rewritten);
         let skip_cpu = relaxed
-            && (floats_become_integers(computation.module()) || floats_from_bits(computation.module()));
-        let module = if relaxed { tame_constants(computation.module()) } else { computation.module().clone() };
+            && [written, &rewritten].iter().any(|m| floats_become_integers(m) || floats_from_bits(m));
         let args: Vec<Literal> = if relaxed { generated.args.iter().map(tame).collect() } else { generated.args.clone() };
-        let reference = evaluate(&module, &args, &EvalOptions::with_seed(seed), &NoServices)
-            .expect("valid computations evaluate");
-        for &backend in BACKENDS {
-            if backend == Backend::Cpu && skip_cpu {
-                continue;
+        for xla_rewrites in [false, true] {
+            let module = if relaxed { tame_constants(written) } else { written.clone() };
+            // What the client runs: the module, or XLA's rewrite of it.
+            let run = if xla_rewrites { oxla_passes::match_xla(&module) } else { module.clone() };
+            let reference = evaluate(&run, &args, &EvalOptions::with_seed(seed), &NoServices)
+                .expect("valid computations evaluate");
+            for &backend in BACKENDS {
+                if backend == Backend::Cpu && skip_cpu {
+                    continue;
+                }
+                let options = CompileOptions::default().with_xla_rewrites(xla_rewrites);
+                let exe = Client::new(backend)
+                    .compile_module(module.clone(), &options)
+                    .expect("valid computations compile");
+                let result = exe
+                    .execute_with(&args, &ExecuteOptions::with_seed(seed))
+                    .expect("valid computations run");
+                let mismatch = if backend == Backend::Cpu && relaxed {
+                    result.first_mismatch(&reference, 1e-5, 1e-5)
+                } else if result.bitwise_eq(&reference) {
+                    None
+                } else {
+                    Some(result.first_mismatch(&reference, 0.0, 0.0).unwrap_or_else(|| "bit patterns differ".into()))
+                };
+                prop_assert!(
+                    mismatch.is_none(),
+                    "{backend:?} (XLA's rewrites: {xla_rewrites}) disagrees with the interpreter ({}) on\n{}",
+                    mismatch.unwrap_or_default(),
+                    oxla_text::print_module(&run)
+                );
             }
-            let exe = Client::new(backend)
-                .compile_module(module.clone(), &CompileOptions::default())
-                .expect("valid computations compile");
-            let result = exe
-                .execute_with(&args, &ExecuteOptions::with_seed(seed))
-                .expect("valid computations run");
-            let mismatch = if backend == Backend::Cpu && relaxed {
-                result.first_mismatch(&reference, 1e-5, 1e-5)
-            } else if result.bitwise_eq(&reference) {
-                None
-            } else {
-                Some(result.first_mismatch(&reference, 0.0, 0.0).unwrap_or_else(|| "bit patterns differ".into()))
-            };
-            prop_assert!(
-                mismatch.is_none(),
-                "{backend:?} disagrees with the interpreter ({}) on\n{}",
-                mismatch.unwrap_or_default(),
-                oxla_text::print_module(&module)
-            );
         }
     }
 }
