@@ -7,36 +7,8 @@ use oxla_hlo::{HloModule, Literal};
 use oxla_interp::{EvalOptions, NoServices};
 use oxla_passes::{Dce, FoldConstants, MatchXla, Pass, Pipeline};
 
-fn entry_lines(module: &HloModule) -> Vec<String> {
-    let text = oxla_text::print_module(module);
-    let entry = text.split("ENTRY").nth(1).expect("an entry computation");
-    entry
-        .lines()
-        .skip(1)
-        .take_while(|l| l.trim() != "}")
-        .map(|l| {
-            let l = l.trim().replace('%', "");
-            // Drop the `{0}` / `{1,0}` layouts after array shapes.
-            let mut out = String::new();
-            let mut rest = l.as_str();
-            while let Some(i) = rest.find("]{") {
-                out.push_str(&rest[..=i]);
-                let tail = &rest[i + 1..];
-                let close = tail.find('}').unwrap_or(0);
-                if tail[1..close]
-                    .chars()
-                    .all(|c| c.is_ascii_digit() || c == ',')
-                {
-                    rest = &tail[close + 1..];
-                } else {
-                    rest = tail;
-                }
-            }
-            out.push_str(rest);
-            out
-        })
-        .collect()
-}
+mod common;
+use common::entry_lines;
 
 /// `text` after the rewrites, constant folding and dead-code elimination,
 /// checked to verify after every pass.
