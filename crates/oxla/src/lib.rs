@@ -5,6 +5,11 @@
 //! ([`Shape`], [`Literal`], [`HloModule`]), the builder, and [`np`], a
 //! NumPy-style layer with implicit broadcasting. Programs that run large
 //! arrays should install [`AlignedAlloc`] as their global allocator.
+//!
+//! Like XLA, [`Client::compile`] rewrites a computation before running it
+//! (`x / 3` as `x * (1/3)`, bf16 arithmetic in f32 with excess precision,
+//! ...), so results are XLA's bit for bit wherever the operations are
+//! exact; [`CompileOptions::with_xla_rewrites`]`(false)` runs it as written.
 
 mod alloc;
 mod client;

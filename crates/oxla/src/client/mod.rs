@@ -294,6 +294,8 @@ pub struct Executable {
 }
 
 impl Executable {
+    /// The module this executable runs: the compiled one, after XLA's
+    /// rewrites unless [`CompileOptions::xla_rewrites`] was off.
     pub fn module(&self) -> &HloModule {
         &self.module
     }
