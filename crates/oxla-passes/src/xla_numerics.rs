@@ -264,7 +264,9 @@ impl Rules<'_, '_, '_> {
         match instr.opcode {
             Opcode::Multiply => ops.len() == 2 && ops[0] == ops[1],
             Opcode::Exp | Opcode::Abs | Opcode::Iota => true,
-            Opcode::Broadcast => self.non_negative(ops[0], depth - 1),
+            Opcode::Broadcast => ops
+                .first()
+                .is_some_and(|&o| self.non_negative(o, depth - 1)),
             Opcode::Constant => {
                 let Some(array) = instr.attrs.literal.as_ref().and_then(|l| l.as_array()) else {
                     return false;
@@ -275,9 +277,15 @@ impl Rules<'_, '_, '_> {
             }
             Opcode::Minimum => ops.iter().all(|&o| self.non_negative(o, depth - 1)),
             Opcode::Maximum => ops.iter().any(|&o| self.non_negative(o, depth - 1)),
-            Opcode::Power => self.non_negative(ops[0], depth - 1),
-            Opcode::Select => ops[1..].iter().all(|&o| self.non_negative(o, depth - 1)),
-            Opcode::Sqrt | Opcode::Rsqrt => self.positive(ops[0], depth - 1),
+            Opcode::Power => ops
+                .first()
+                .is_some_and(|&o| self.non_negative(o, depth - 1)),
+            Opcode::Select => {
+                ops.len() == 3 && ops[1..].iter().all(|&o| self.non_negative(o, depth - 1))
+            }
+            Opcode::Sqrt | Opcode::Rsqrt => {
+                ops.first().is_some_and(|&o| self.positive(o, depth - 1))
+            }
             _ => false,
         }
     }
@@ -289,8 +297,9 @@ impl Rules<'_, '_, '_> {
         let instr = self.get(id);
         let ops = &instr.operands;
         match instr.opcode {
-            Opcode::Sqrt | Opcode::Rsqrt | Opcode::Abs => self.positive(ops[0], depth - 1),
-            Opcode::Power => self.positive(ops[0], depth - 1),
+            Opcode::Sqrt | Opcode::Rsqrt | Opcode::Abs | Opcode::Power => {
+                ops.first().is_some_and(|&o| self.positive(o, depth - 1))
+            }
             Opcode::Multiply => {
                 ops.len() == 2 && ops[0] == ops[1] && self.positive(ops[0], depth - 1)
             }
