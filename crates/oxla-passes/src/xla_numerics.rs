@@ -8,9 +8,11 @@
 //! so oxla's results are XLA's to the last bit wherever the operations
 //! themselves are exact (`+ - * /`, `sqrt`, conversions).
 //!
-//! The rules, in the order they are tried for each instruction (the first
-//! that matches wins, operands are rewritten before their users, and the
-//! pipeline repeats to a fixed point, as XLA's simplifier does):
+//! First, once, XLA:CPU's bf16 normalization (see `normalize_bf16`). Then
+//! the simplifier's rules, per instruction in XLA's order within each
+//! handler (the first that matches wins, operands are rewritten before
+//! their users, and the pipeline repeats to a fixed point, as XLA's
+//! simplifier does); among them:
 //!
 //! - `A / C` (C a constant or a broadcast of one, A not a constant) becomes
 //!   `A * (1/C)`, the reciprocal computed in C's own type;
@@ -30,16 +32,17 @@
 //!   and a convert from f32 to bf16 feeding an op still rounds, as on
 //!   XLA:CPU. f16 arithmetic is not normalized there, and not here.
 //!
-//! New constants are built as instructions over constants (`1 / C`,
-//! `C1 * C2`) that constant folding evaluates with the interpreter, in the
-//! constants' own type, as XLA's evaluator does.
+//! A reciprocal `1/C` is computed at once, in C's type, as XLA's
+//! `InvertConstant` does; other new constants (`C1 + C2`, `C1 * C2`, `-C`)
+//! are built as instructions over constants that constant folding then
+//! evaluates with the interpreter, as XLA leaves them to its folder.
 
 use std::collections::{HashMap, HashSet};
 
 use oxla_hlo::ir::ComparisonDirection;
 use oxla_hlo::{
-    ArrayData, ArrayShape, HloInstruction, HloModule, InstrId, Literal, Opcode, PrimitiveType,
-    Scalar, Shape,
+    ArrayData, ArrayLiteral, ArrayShape, HloInstruction, HloModule, InstrId, Literal, Opcode,
+    PrimitiveType, Scalar, Shape,
 };
 
 use crate::Pass;
@@ -60,22 +63,18 @@ impl Pass for MatchXla {
             // ask whether an operand has one user).
             let comp = &module.computations()[c];
             let uses: Vec<usize> = comp.users().iter().map(|u| u.len()).collect();
-            let inputs: Vec<Vec<InstrId>> = comp
+            let first_operand: Vec<Option<InstrId>> = comp
                 .instructions()
                 .iter()
-                .map(|i| i.operands.clone())
+                .map(|i| i.operands.first().copied())
                 .collect();
             changed |= rebuild(module, c, &mut names, |_, splice, instr, operands| {
-                let once = |id: &InstrId| uses[id.index()] == 1;
-                let used_once = Used {
-                    operands: instr.operands.iter().map(once).collect(),
-                    inputs: instr
-                        .operands
-                        .iter()
-                        .map(|o| inputs[o.index()].first().is_some_and(once))
-                        .collect(),
+                let used = Used {
+                    uses: &uses,
+                    first_operand: &first_operand,
+                    operands: &instr.operands,
                 };
-                rewrite(splice, instr, operands, &used_once)
+                rewrite(splice, instr, operands, &used)
             });
         }
         changed
@@ -142,18 +141,36 @@ fn derived(like: &HloInstruction, shape: Shape, operands: Vec<InstrId>) -> HloIn
     new
 }
 
-/// Which of an instruction's operands have one user, and which of their
-/// first operands do.
-struct Used {
-    operands: Vec<bool>,
-    inputs: Vec<bool>,
+/// Use counts in the computation being rewritten, for one instruction's
+/// (original) operands.
+struct Used<'a> {
+    uses: &'a [usize],
+    first_operand: &'a [Option<InstrId>],
+    operands: &'a [InstrId],
+}
+
+impl Used<'_> {
+    /// Whether operand `i` has one user.
+    fn once(&self, i: usize) -> bool {
+        self.operands
+            .get(i)
+            .is_some_and(|o| self.uses[o.index()] == 1)
+    }
+
+    /// Whether operand `i`'s own first operand has one user.
+    fn input_once(&self, i: usize) -> bool {
+        self.operands
+            .get(i)
+            .and_then(|o| self.first_operand[o.index()])
+            .is_some_and(|o| self.uses[o.index()] == 1)
+    }
 }
 
 fn rewrite(
     splice: &mut Splice,
     instr: &HloInstruction,
     operands: &[InstrId],
-    used_once: &Used,
+    used: &Used,
 ) -> Option<InstrId> {
     let ty = element_type(instr)?;
     if !ty.is_float() {
@@ -161,10 +178,10 @@ fn rewrite(
     }
     let mut r = Rules { s: splice, instr };
     match (instr.opcode, operands) {
-        (Opcode::Add, &[a, b]) => r.add(a, b, used_once.operands == [true, true]),
+        (Opcode::Add, &[a, b]) => r.add(a, b, used.once(0) && used.once(1)),
         (Opcode::Subtract, &[a, b]) => r.subtract(a, b),
         (Opcode::Multiply, &[a, b]) => r.multiply(a, b),
-        (Opcode::Divide, &[a, b]) => r.divide(a, b, used_once.operands[1], used_once.inputs[1]),
+        (Opcode::Divide, &[a, b]) => r.divide(a, b, used.once(1), used.input_once(1)),
         (Opcode::Power, &[a, b]) => r.power(a, b),
         (Opcode::Log, &[a]) => r.log(a),
         (Opcode::Sqrt, &[a]) => r.sqrt(a),
@@ -206,6 +223,24 @@ impl Rules<'_, '_, '_> {
         }
     }
 
+    /// The array a `constant` instruction holds.
+    fn literal(&self, id: InstrId) -> Option<&ArrayLiteral> {
+        let instr = self.get(id);
+        if instr.opcode != Opcode::Constant {
+            return None;
+        }
+        instr.attrs.literal.as_ref()?.as_array()
+    }
+
+    /// The one element of a one-element float constant.
+    fn single_float(&self, id: InstrId) -> Option<f64> {
+        let array = self.literal(id)?;
+        match array.data().scalar(0) {
+            Scalar::Float(f) if array.element_count() == 1 => Some(f),
+            _ => None,
+        }
+    }
+
     fn is_constant(&self, id: InstrId) -> bool {
         self.opcode(id) == Opcode::Constant
     }
@@ -227,13 +262,11 @@ impl Rules<'_, '_, '_> {
         while let Some(inner) = self.unary(id, Opcode::Broadcast) {
             id = inner;
         }
-        let instr = self.get(id);
-        let Some(array) = instr.attrs.literal.as_ref().and_then(|l| l.as_array()) else {
+        let Some(array) = self.literal(id) else {
             return false;
         };
         let data = array.data();
-        instr.opcode == Opcode::Constant
-            && data.len() <= 1 << 16
+        data.len() <= 1 << 16
             && (0..data.len()).all(|i| match data.scalar(i) {
                 Scalar::Float(f) => f == value && f.is_sign_negative() == value.is_sign_negative(),
                 _ => false,
@@ -244,14 +277,8 @@ impl Rules<'_, '_, '_> {
     /// is a power of two, `±2^k`.
     fn is_power_of_two(&self, id: InstrId) -> bool {
         let c = self.unary(id, Opcode::Broadcast).unwrap_or(id);
-        let instr = self.get(c);
-        let Some(array) = instr.attrs.literal.as_ref().and_then(|l| l.as_array()) else {
-            return false;
-        };
-        instr.opcode == Opcode::Constant
-            && array.element_count() == 1
-            && matches!(array.data().scalar(0), Scalar::Float(f)
-                if f.is_finite() && f != 0.0 && f.abs().log2().fract() == 0.0)
+        self.single_float(c)
+            .is_some_and(|f| f.is_finite() && f != 0.0 && f.abs().log2().fract() == 0.0)
     }
 
     /// XLA's `IsNonNegative`: values that cannot be negative by construction.
@@ -267,14 +294,9 @@ impl Rules<'_, '_, '_> {
             Opcode::Broadcast => ops
                 .first()
                 .is_some_and(|&o| self.non_negative(o, depth - 1)),
-            Opcode::Constant => {
-                let Some(array) = instr.attrs.literal.as_ref().and_then(|l| l.as_array()) else {
-                    return false;
-                };
-                array.element_count() == 1
-                    && matches!(array.data().scalar(0), Scalar::Float(f)
-                        if !f.is_nan() && f.is_sign_positive())
-            }
+            Opcode::Constant => self
+                .single_float(id)
+                .is_some_and(|f| !f.is_nan() && f.is_sign_positive()),
             Opcode::Minimum => ops.iter().all(|&o| self.non_negative(o, depth - 1)),
             Opcode::Maximum => ops.iter().any(|&o| self.non_negative(o, depth - 1)),
             Opcode::Power => ops
