@@ -1304,6 +1304,112 @@ ENTRY e {
 }
 
 #[test]
+fn half_precision_arithmetic_rounds_each_result() {
+    // Each bf16 or f16 operation is its f32 operation rounded; run with the
+    // rounding in the operation's own pass, as splats and arrays, into
+    // registers and into the result. Exact: the interpreter's bits.
+    for ty in ["bf16", "f16"] {
+        let text = format!(
+            "HloModule h
+ENTRY e {{
+  x = {ty}[300,701] parameter(0)
+  y = {ty}[300,701] parameter(1)
+  v = {ty}[701] parameter(2)
+  vb = {ty}[300,701] broadcast(v), dimensions={{1}}
+  d = {ty}[300,701] subtract(x, vb)
+  q = {ty}[300,701] divide(d, y)
+  s = {ty}[300,701] add(q, x)
+  c = {ty}[] constant(0.3)
+  cb = {ty}[300,701] broadcast(c), dimensions={{}}
+  ROOT m = {ty}[300,701] multiply(s, cb)
+}}
+"
+        );
+        check(&text, 0.0);
+        let widened = text
+            .replace(&format!("ROOT m = {ty}"), &format!("m = {ty}"))
+            .replace("\n}\n", "\n  ROOT w = f32[300,701] convert(m)\n}\n");
+        check(&widened, 0.0);
+    }
+}
+
+#[test]
+fn half_precision_rows_run_as_one_pipeline() {
+    // A bf16 row maximum (computed in f32, exact) read by a loop that
+    // subtracts it in bf16: its values pass between the stages rounded
+    // to bf16, so the result is the interpreter's bit for bit.
+    let centred = "HloModule c
+max {
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT m = bf16[] maximum(a, b)
+}
+ENTRY e {
+  x = f32[600,700] parameter(0)
+  h = bf16[600,700] convert(x)
+  ninf = bf16[] constant(-inf)
+  m = bf16[600] reduce(h, ninf), dimensions={1}, to_apply=max
+  mb = bf16[600,700] broadcast(m), dimensions={0}
+  d = bf16[600,700] subtract(h, mb)
+  three = bf16[] constant(3)
+  tb = bf16[600,700] broadcast(three), dimensions={}
+  p = bf16[600,700] multiply(d, tb)
+  ROOT y = f32[600,700] convert(p)
+}
+";
+    let listing = check_exe(centred, 0.0);
+    assert!(listing.contains("row pipeline"), "{listing}");
+    assert!(!listing.contains("fused reduction"), "{listing}");
+    // softmax of bf16 as XLA:CPU computes it (after its normalization):
+    // the bf16 row maximum, exp in f32 summed in f32, the quotient in
+    // bf16. One pipeline, no intermediate array. (exp differs from the
+    // interpreter's in the last f32 bits, which can move a bf16 rounding.)
+    let softmax = "HloModule s
+max {
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT m = bf16[] maximum(a, b)
+}
+sum {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[512,1024] parameter(0)
+  h = bf16[512,1024] convert(x)
+  ninf = bf16[] constant(-inf)
+  m = bf16[512] reduce(h, ninf), dimensions={1}, to_apply=max
+  hf = f32[512,1024] convert(h)
+  mf = f32[512] convert(m)
+  mb = f32[512,1024] broadcast(mf), dimensions={0}
+  d = f32[512,1024] subtract(hf, mb)
+  dh = bf16[512,1024] convert(d)
+  df = f32[512,1024] convert(dh)
+  ex = f32[512,1024] exponential(df)
+  eh = bf16[512,1024] convert(ex)
+  zero = f32[] constant(0)
+  s = f32[512] reduce(ex, zero), dimensions={1}, to_apply=sum
+  sh = bf16[512] convert(s)
+  sf = f32[512] convert(sh)
+  one = f32[] constant(1)
+  ob = f32[512] broadcast(one), dimensions={}
+  r = f32[512] divide(ob, sf)
+  rb = f32[512,1024] broadcast(r), dimensions={0}
+  ef = f32[512,1024] convert(eh)
+  ROOT q = f32[512,1024] multiply(ef, rb)
+}
+";
+    let listing = check_exe(softmax, 8e-3);
+    let entry = listing.split("\ne:\n").nth(1).unwrap_or_default();
+    assert!(entry.contains("row pipeline"), "{listing}");
+    assert!(
+        !entry.contains("fused reduction") && !entry.contains("fused loop"),
+        "{listing}"
+    );
+}
+
+#[test]
 fn chains_that_cross_rows_or_escape_stay_separate() {
     // Row sums added along columns: each row reads every sum.
     let across = "HloModule a

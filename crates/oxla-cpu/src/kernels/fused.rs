@@ -655,6 +655,22 @@ fn unary_loop<T: Float, const FMA: bool>(u: Unary, out: &mut [T], a: &[T]) {
     }
 }
 
+/// `out = round(x op y)`, rounding to f16 or else bf16 (the rounded pairs
+/// of [`FusedLoop::rounded`]).
+#[inline(always)]
+fn rounded_loop<T: Float>(op: Binary, f16: bool, out: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>) {
+    match (op, f16) {
+        (Binary::Add, false) => map2a(out, a, b, |x, y| (x + y).round_bf16()),
+        (Binary::Sub, false) => map2a(out, a, b, |x, y| (x - y).round_bf16()),
+        (Binary::Mul, false) => map2a(out, a, b, |x, y| (x * y).round_bf16()),
+        (_, false) => map2a(out, a, b, |x, y| (x / y).round_bf16()),
+        (Binary::Add, true) => map2a(out, a, b, |x, y| (x + y).round_f16()),
+        (Binary::Sub, true) => map2a(out, a, b, |x, y| (x - y).round_f16()),
+        (Binary::Mul, true) => map2a(out, a, b, |x, y| (x * y).round_f16()),
+        (_, true) => map2a(out, a, b, |x, y| (x / y).round_f16()),
+    }
+}
+
 #[inline(always)]
 fn binary_loop<T: Float>(op: Binary, out: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>) {
     match op {
@@ -958,6 +974,9 @@ pub(crate) struct Scratch<T> {
     /// Per operation: whether it runs in one loop with the next (see
     /// [`FusedLoop::pairs`]).
     pairs: Vec<bool>,
+    /// Per operation: whether it runs in one loop with the rounding after
+    /// it (see [`FusedLoop::rounded`]).
+    rounds: Vec<bool>,
     /// Elements per tile, at most [`TILE`]. Each operation of a tile is a
     /// pass over it, so a tile's last passes, which read only registers,
     /// leave memory idle; a fused loop alone takes shorter tiles
@@ -1016,6 +1035,7 @@ impl<T: Float> Scratch<T> {
             stream: false,
             narrow: false,
             pairs: f.pairs(),
+            rounds: f.rounded(),
             step: TILE,
             chunk_costly: false,
         }
@@ -1066,17 +1086,6 @@ impl FusedLoop {
             });
         }
         Ok(sources)
-    }
-
-    /// Whether the loop reads or writes bf16 or f16 arrays (row pipelines
-    /// pass only the loop's own type between stages).
-    pub(crate) fn touches_halves(&self) -> bool {
-        let half = |t: PrimitiveType| matches!(t, PrimitiveType::BF16 | PrimitiveType::F16);
-        half(self.out_ty)
-            || self
-                .leaves
-                .iter()
-                .any(|l| matches!(l, Leaf::Input { ty, .. } if half(*ty)))
     }
 
     /// Whether the loop, run on its own, does too little arithmetic per
@@ -1158,6 +1167,37 @@ impl FusedLoop {
         pairs
     }
 
+    /// Which operations run in one loop with the rounding to bf16 or f16
+    /// that follows them: an arithmetic operation (not the second of a
+    /// pair) whose result only that rounding reads. Every bf16 or f16
+    /// operation of a loop is its f32 operation and a rounding (as XLA:CPU
+    /// computes them), so without this each costs two passes over the tile.
+    pub(crate) fn rounded(&self) -> Vec<bool> {
+        let pairs = self.pairs();
+        let code = &self.code;
+        let mut rounds = vec![false; code.len()];
+        for at in 0..code.len().saturating_sub(1) {
+            let (first, d1) = code[at];
+            let (second, d2) = code[at + 1];
+            let second_of_pair = at > 0 && pairs[at - 1];
+            rounds[at] = match (first, second) {
+                (
+                    Op::Binary(Binary::Add | Binary::Sub | Binary::Mul | Binary::Div, ..),
+                    Op::Unary(Unary::RoundBf16 | Unary::RoundF16, r),
+                ) => {
+                    !pairs[at]
+                        && !second_of_pair
+                        && r == Src::Reg(d1)
+                        && d1 != d2
+                        && self.result != Src::Reg(d1)
+                        && !read_after(code, at + 2, d1, self.result)
+                }
+                _ => false,
+            };
+        }
+        rounds
+    }
+
     pub(crate) fn views(&self) -> Vec<&View> {
         self.leaves
             .iter()
@@ -1214,7 +1254,13 @@ impl FusedLoop {
         // them against 0.85-1.13 ms streamed, and fused_tanh was a wash.
         // Row pipelines, whose blocks stream past the cache, do stream.
         let narrow = self.streams_cheaply();
-        let passes = self.code.len() - self.pairs().iter().filter(|&&p| p).count();
+        let fused = self
+            .pairs()
+            .iter()
+            .chain(&self.rounded())
+            .filter(|&&p| p)
+            .count();
+        let passes = self.code.len() - fused;
         let step = if passes > 1 { LONE_STEP } else { TILE };
         let work = |first_row: usize, chunk: &mut [T]| {
             let mut scratch = Scratch::new(self, row_len);
@@ -1914,6 +1960,7 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
         regs,
         leaves: scratch_leaves,
         pairs,
+        rounds,
         chunk_costly,
         ..
     } = scratch;
@@ -1938,6 +1985,37 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
     let mut at = 0;
     while at < f.code.len() {
         let (op, dst) = f.code[at];
+        // An operation and the rounding of its result, in one loop: into
+        // the operation's register (no operand's), then swapped into the
+        // rounding's, as for pairs below.
+        if let (Some(true), Op::Binary(b, x, y), Some(&(Op::Unary(u, _), rdst))) =
+            (rounds.get(at), op, f.code.get(at + 1))
+        {
+            let into_direct = at + 1 == last && f.result == Src::Reg(rdst) && direct.is_some();
+            let mut d = if into_direct {
+                Vec::new()
+            } else {
+                std::mem::take(&mut regs[dst])
+            };
+            {
+                let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
+                let out: &mut [T] = match direct.take() {
+                    Some(buf) if into_direct => buf,
+                    other => {
+                        direct = other;
+                        &mut d[..len]
+                    }
+                };
+                rounded_loop(b, u == Unary::RoundF16, out, arg(x), arg(y));
+            }
+            if into_direct {
+                return None;
+            }
+            regs[dst] = d;
+            regs.swap(dst, rdst);
+            at += 2;
+            continue;
+        }
         // Two operations in one loop where planned, and the first reads
         // values (not one splat) in this tile.
         let pair = match (pairs.get(at), op) {
@@ -2148,7 +2226,7 @@ impl Kernel for FusedLoop {
     }
 
     fn row_stage(&self) -> Option<super::pipeline::Stage> {
-        (!self.touches_halves()).then(|| super::pipeline::Stage::Loop(self.clone()))
+        Some(super::pipeline::Stage::Loop(self.clone()))
     }
 
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
@@ -2306,6 +2384,40 @@ mod tests {
         .unwrap();
         let f = loop_over(PrimitiveType::F32, 8, vec![scalar_pred(1)], select(p, a, b));
         assert_eq!(f.forwarded(&[&short, &y, &preds]), None);
+    }
+
+    #[test]
+    fn roundings_join_the_operation_whose_result_only_they_read() {
+        let (a, b) = (Src::Leaf(0), Src::Leaf(1));
+        let bin = |op, x, y, dst| (Op::Binary(op, x, y), dst);
+        let round = |u, x, dst| (Op::Unary(u, x), dst);
+        // bf16((bf16(a - b)) / b), then f16 of a product.
+        let chain = loop_of(vec![
+            bin(Binary::Sub, a, b, 0),
+            round(Unary::RoundBf16, Src::Reg(0), 1),
+            bin(Binary::Div, Src::Reg(1), b, 2),
+            round(Unary::RoundBf16, Src::Reg(2), 3),
+            bin(Binary::Mul, Src::Reg(3), a, 4),
+            round(Unary::RoundF16, Src::Reg(4), 5),
+        ]);
+        assert_eq!(chain.rounded(), vec![true, false, true, false, true, false]);
+        // The unrounded value read again, or a maximum (exact in bf16
+        // already, and not one of the joined operations): no join.
+        let shared = loop_of(vec![
+            bin(Binary::Add, a, b, 0),
+            round(Unary::RoundBf16, Src::Reg(0), 1),
+            bin(Binary::Max, Src::Reg(1), Src::Reg(0), 2),
+            round(Unary::RoundBf16, Src::Reg(2), 3),
+        ]);
+        assert_eq!(shared.rounded(), vec![false, false, false, false]);
+        // The second of an arithmetic pair stays in its pair.
+        let paired = loop_of(vec![
+            bin(Binary::Sub, a, b, 0),
+            bin(Binary::Mul, Src::Reg(0), a, 1),
+            round(Unary::RoundBf16, Src::Reg(1), 2),
+        ]);
+        assert_eq!(paired.pairs(), vec![true, false, false]);
+        assert_eq!(paired.rounded(), vec![false, false, false]);
     }
 
     #[test]

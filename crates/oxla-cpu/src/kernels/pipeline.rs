@@ -45,12 +45,19 @@ impl Stage {
         }
     }
 
+    /// The element type of the stage's output as a kernel of its own: the
+    /// type it computes in, or bf16 or f16 (a loop narrowing its result, a
+    /// row maximum or minimum of halves, which f32 computes exactly).
     fn out_ty(&self) -> PrimitiveType {
         match self {
             Stage::Loop(f) => f.out_ty,
-            Stage::Reduce(r) => r.input.ty,
+            Stage::Reduce(r) => r.out_ty,
         }
     }
+}
+
+fn is_half(ty: PrimitiveType) -> bool {
+    matches!(ty, PrimitiveType::BF16 | PrimitiveType::F16)
 }
 
 /// Where a stage's kernel input comes from.
@@ -101,6 +108,10 @@ struct PipeStage {
     /// Views (by index) that read an earlier stage's output, and that stage:
     /// their offsets move with the rows a thread owns.
     shifts: Vec<(usize, usize)>,
+    /// bf16 or f16 for a stage whose output is of that type: its values are
+    /// kept in the pipeline's type, rounded to the half type, so later
+    /// stages read exactly what they would read from the half array.
+    narrow: Option<PrimitiveType>,
 }
 
 /// A compiled pipeline.
@@ -173,7 +184,13 @@ pub(crate) fn build(chain: &[(Stage, Vec<usize>, usize)]) -> Option<(RowPipeline
     let mut widest = 1usize;
     for (s, (stage, inputs, _)) in chain.iter().enumerate() {
         let expr = stage.expr();
-        if expr.ty != ty || stage.out_ty() != ty || expr.dims.iter().any(|&d| d <= 0) {
+        // A half-typed output only inside the chain (the pipeline's result
+        // is of its own type), and only from f32.
+        let out_ty = stage.out_ty();
+        let inner = s + 1 < chain.len();
+        let narrow = (is_half(out_ty) && inner && ty == PrimitiveType::F32).then_some(out_ty);
+        if expr.ty != ty || (out_ty != ty && narrow.is_none()) || expr.dims.iter().any(|&d| d <= 0)
+        {
             return None;
         }
         let dims = &expr.dims;
@@ -206,7 +223,8 @@ pub(crate) fn build(chain: &[(Stage, Vec<usize>, usize)]) -> Option<(RowPipeline
                     view,
                 } => {
                     if let From::Stage(t) = *from.get(*input)? {
-                        if *lty != ty || !row_local(view, dims, k, stages[t].per_row) {
+                        let held: &PipeStage = &stages[t];
+                        if *lty != held.stage.out_ty() || !row_local(view, dims, k, held.per_row) {
                             return None;
                         }
                         shifts.push((view_index, t));
@@ -281,6 +299,7 @@ pub(crate) fn build(chain: &[(Stage, Vec<usize>, usize)]) -> Option<(RowPipeline
             walk,
             per_row: out_len / rows,
             shifts,
+            narrow,
         });
     }
     let row_bytes = widest * if ty == PrimitiveType::F64 { 8 } else { 4 };
@@ -449,12 +468,17 @@ impl RowPipeline {
                         b0 * q,
                         (b1 - b0) * q,
                         *row_len,
-                        &mut out[part],
+                        &mut out[part.clone()],
                         scratch,
                     ),
-                    (Walk::Span { space }, scratch) => {
-                        fused::dispatch_span(expr, space, &sources, b0, &mut out[part], scratch)
-                    }
+                    (Walk::Span { space }, scratch) => fused::dispatch_span(
+                        expr,
+                        space,
+                        &sources,
+                        b0,
+                        &mut out[part.clone()],
+                        scratch,
+                    ),
                     (
                         Walk::Reduce {
                             plan,
@@ -467,12 +491,8 @@ impl RowPipeline {
                         let Stage::Reduce(r) = &stage.stage else {
                             return Err("a reduction walk of a loop".into());
                         };
-                        let init = inputs
-                            .get(*init)
-                            .and_then(|a| T::slice(a.data()))
-                            .and_then(|s| s.first().copied())
-                            .ok_or("the init value is missing")?;
-                        out[part].fill(init);
+                        let init = reduce::init_value::<T>(inputs, *init)?;
+                        out[part.clone()].fill(init);
                         reduce::dispatch_with(
                             r,
                             plan,
@@ -486,6 +506,15 @@ impl RowPipeline {
                             scratch,
                         );
                     }
+                }
+                // The block's values, complete, rounded as the half array
+                // would hold them.
+                match stage.narrow {
+                    Some(PrimitiveType::BF16) => {
+                        out[part].iter_mut().for_each(|v| *v = v.round_bf16())
+                    }
+                    Some(_) => out[part].iter_mut().for_each(|v| *v = v.round_f16()),
+                    None => {}
                 }
             }
             b0 = b1;

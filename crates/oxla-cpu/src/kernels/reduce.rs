@@ -417,14 +417,7 @@ impl ReduceLoop {
         inputs: &[&ArrayLiteral],
         pool: &Pool,
     ) -> Result<ArrayLiteral, String> {
-        let init = inputs
-            .get(self.init_input)
-            .and_then(|a| match a.data() {
-                ArrayData::BF16(h) => h.first().map(|&v| T::from_bf16(v)),
-                ArrayData::F16(h) => h.first().map(|&v| T::from_f16(v)),
-                data => T::slice(data).and_then(|s| s.first().copied()),
-            })
-            .ok_or("the init value is missing")?;
+        let init = init_value::<T>(inputs, self.init_input)?;
         let sources = self.input.resolve::<T>(inputs)?;
         let plan = self.plan();
         let n_out: usize = self.out_dims.iter().map(|&d| d as usize).product();
@@ -516,6 +509,19 @@ impl ReduceLoop {
         };
         ArrayLiteral::new(shape, data).map_err(|e| e.to_string())
     }
+}
+
+/// The init value, kernel input `k`, in the type the reduction computes
+/// in (from a half-precision init, exactly).
+pub(crate) fn init_value<T: Float>(inputs: &[&ArrayLiteral], k: usize) -> Result<T, String> {
+    inputs
+        .get(k)
+        .and_then(|a| match a.data() {
+            ArrayData::BF16(h) => h.first().map(|&v| T::from_bf16(v)),
+            ArrayData::F16(h) => h.first().map(|&v| T::from_f16(v)),
+            data => T::slice(data).and_then(|s| s.first().copied()),
+        })
+        .ok_or_else(|| "the init value is missing".to_string())
 }
 
 pub(crate) fn dispatch<T: Float>(
@@ -729,8 +735,7 @@ impl Kernel for ReduceLoop {
     }
 
     fn row_stage(&self) -> Option<super::pipeline::Stage> {
-        let halves = self.input.touches_halves() || self.out_ty != self.input.ty;
-        (!halves).then(|| super::pipeline::Stage::Reduce(self.clone()))
+        Some(super::pipeline::Stage::Reduce(self.clone()))
     }
 
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
