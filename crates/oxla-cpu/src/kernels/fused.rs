@@ -1987,37 +1987,6 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
     let mut at = 0;
     while at < f.code.len() {
         let (op, dst) = f.code[at];
-        // An operation and the rounding of its result, in one loop: into
-        // the operation's register (no operand's), then swapped into the
-        // rounding's, as for pairs below.
-        if let (Some(true), Op::Binary(b, x, y), Some(&(Op::Unary(u, _), rdst))) =
-            (rounds.get(at), op, f.code.get(at + 1))
-        {
-            let into_direct = at + 1 == last && f.result == Src::Reg(rdst) && direct.is_some();
-            let mut d = if into_direct {
-                Vec::new()
-            } else {
-                std::mem::take(&mut regs[dst])
-            };
-            {
-                let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
-                let out: &mut [T] = match direct.take() {
-                    Some(buf) if into_direct => buf,
-                    other => {
-                        direct = other;
-                        &mut d[..len]
-                    }
-                };
-                rounded_loop(b, u == Unary::RoundF16, out, arg(x), arg(y));
-            }
-            if into_direct {
-                return None;
-            }
-            regs[dst] = d;
-            regs.swap(dst, rdst);
-            at += 2;
-            continue;
-        }
         // Two operations in one loop where planned, and the first reads
         // values (not one splat) in this tile.
         let pair = match (pairs.get(at), op) {
@@ -2030,12 +1999,20 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
             },
             _ => None,
         };
-        // A pair writes the first operation's register, which it alone
-        // reads and no operand of the pair occupies (the second's own may
-        // hold the pair's first operand), then swaps it into the second's.
-        let (end, result, dst) = match pair {
-            Some((.., dst2)) => (at + 1, dst2, dst),
-            None => (at, dst, dst),
+        // An operation and the rounding of its result, in one loop.
+        let rounded = match (rounds.get(at), op, f.code.get(at + 1)) {
+            (Some(true), Op::Binary(..), Some(&(Op::Unary(u, _), rdst))) => {
+                Some((u == Unary::RoundF16, rdst))
+            }
+            _ => None,
+        };
+        // A pair (or a rounded operation) writes the first operation's
+        // register, which it alone reads and no operand of the pair
+        // occupies (the second's own may hold the pair's first operand),
+        // then swaps it into the second's.
+        let (end, result, dst) = match (pair, rounded) {
+            (Some((.., dst2)), _) | (None, Some((_, dst2))) => (at + 1, dst2, dst),
+            (None, None) => (at, dst, dst),
         };
         // An addition, subtraction or product (or a pair of them) whose
         // result only a closing costly function reads, as in `exp(x - max)`
@@ -2044,6 +2021,7 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
         // function, so the function's arithmetic overlaps the loads of the
         // next chunk instead of following all of them.
         let head = match (pair, op) {
+            _ if rounded.is_some() => None,
             (Some((b1, a, x, b2, y, dst2)), _) if y != Src::Reg(dst) => {
                 Some((Head::Pair(b1, a, x, b2, y), dst2))
             }
@@ -2145,7 +2123,10 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
                 }
                 (Some((b1, a, x, b2, y, _)), _) => pair_loop(b1, b2, out, get(a), arg(x), arg(y)),
                 (None, Op::Unary(u, a)) => unary_loop::<T, FMA>(u, out, get(a)),
-                (None, Op::Binary(b, x, y)) => binary_loop(b, out, arg(x), arg(y)),
+                (None, Op::Binary(b, x, y)) => match rounded {
+                    Some((f16, _)) => rounded_loop(b, f16, out, arg(x), arg(y)),
+                    None => binary_loop(b, out, arg(x), arg(y)),
+                },
                 (None, Op::Compare(dir, x, y)) => compare_loop(dir, out, arg(x), arg(y)),
                 (None, Op::Select(p, x, y)) => {
                     let (p, x, y) = (get(p), get(x), get(y));
