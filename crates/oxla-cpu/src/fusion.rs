@@ -12,7 +12,7 @@ use oxla_hlo::{HloComputation, HloInstruction, HloModule, InstrId, Opcode, Primi
 
 use crate::kernels::Kernel;
 use crate::kernels::copy::CopyKernel;
-use crate::kernels::fused::{Binary, FusedLoop, Leaf, Op, Src, Unary};
+use crate::kernels::fused::{Binary, FusedLoop, Leaf, Op, Src, Unary, is_half};
 use crate::kernels::reduce::ReduceLoop;
 use crate::kernels::view::View;
 
@@ -167,12 +167,6 @@ fn compute_type(comp: &HloComputation, instr: &HloInstruction) -> Option<Option<
 fn leaf_type_ok(instr: &HloInstruction, ty: PrimitiveType) -> bool {
     matches!(array_type(instr), Some(t) if t == ty || t == PrimitiveType::Pred
         || (ty == PrimitiveType::F32 && is_half(t)))
-}
-
-/// bf16 and f16: fused loops compute them in f32, rounding each
-/// operation's result back, as XLA:CPU does.
-fn is_half(t: PrimitiveType) -> bool {
-    matches!(t, PrimitiveType::BF16 | PrimitiveType::F16)
 }
 
 /// The rounding that makes an f32 result `instr`'s own half-precision

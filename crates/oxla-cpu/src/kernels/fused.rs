@@ -25,6 +25,12 @@ const LONE_STEP: usize = 512;
 /// Below this many elements a loop runs on one thread.
 pub(crate) const PARALLEL_MIN: usize = 1 << 17;
 
+/// bf16 and f16: fused loops compute them in f32, rounding each
+/// operation's result back, as XLA:CPU does.
+pub(crate) fn is_half(t: PrimitiveType) -> bool {
+    matches!(t, PrimitiveType::BF16 | PrimitiveType::F16)
+}
+
 /// Where an operation reads a value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Src {
@@ -1028,14 +1034,15 @@ impl<T: Float> Scratch<T> {
             }
         }
         mark(f.result);
+        let pairs = f.pairs();
         Scratch {
             regs: vec![vec![T::ZERO; len]; f.registers],
             leaves: vec![vec![T::ZERO; len]; f.leaves.len()],
             leaf_as_slice,
             stream: false,
             narrow: false,
-            pairs: f.pairs(),
-            rounds: f.rounded(),
+            rounds: f.rounded(&pairs),
+            pairs,
             step: TILE,
             chunk_costly: false,
         }
@@ -1174,8 +1181,8 @@ impl FusedLoop {
     /// pair) whose result only that rounding reads. Every bf16 or f16
     /// operation of a loop is its f32 operation and a rounding (as XLA:CPU
     /// computes them), so without this each costs two passes over the tile.
-    pub(crate) fn rounded(&self) -> Vec<bool> {
-        let pairs = self.pairs();
+    /// `pairs` is [`FusedLoop::pairs`].
+    pub(crate) fn rounded(&self, pairs: &[bool]) -> Vec<bool> {
         let code = &self.code;
         let mut rounds = vec![false; code.len()];
         for at in 0..code.len().saturating_sub(1) {
@@ -1256,10 +1263,10 @@ impl FusedLoop {
         // them against 0.85-1.13 ms streamed, and fused_tanh was a wash.
         // Row pipelines, whose blocks stream past the cache, do stream.
         let narrow = self.streams_cheaply();
-        let fused = self
-            .pairs()
+        let pairs = self.pairs();
+        let fused = pairs
             .iter()
-            .chain(&self.rounded())
+            .chain(&self.rounded(&pairs))
             .filter(|&&p| p)
             .count();
         let passes = self.code.len() - fused;
@@ -2383,7 +2390,10 @@ mod tests {
             bin(Binary::Mul, Src::Reg(3), a, 4),
             round(Unary::RoundF16, Src::Reg(4), 5),
         ]);
-        assert_eq!(chain.rounded(), vec![true, false, true, false, true, false]);
+        assert_eq!(
+            chain.rounded(&chain.pairs()),
+            vec![true, false, true, false, true, false]
+        );
         // The unrounded value read again, or a maximum (exact in bf16
         // already, and not one of the joined operations): no join.
         let shared = loop_of(vec![
@@ -2392,7 +2402,10 @@ mod tests {
             bin(Binary::Max, Src::Reg(1), Src::Reg(0), 2),
             round(Unary::RoundBf16, Src::Reg(2), 3),
         ]);
-        assert_eq!(shared.rounded(), vec![false, false, false, false]);
+        assert_eq!(
+            shared.rounded(&shared.pairs()),
+            vec![false, false, false, false]
+        );
         // The second of an arithmetic pair stays in its pair.
         let paired = loop_of(vec![
             bin(Binary::Sub, a, b, 0),
@@ -2400,7 +2413,7 @@ mod tests {
             round(Unary::RoundBf16, Src::Reg(1), 2),
         ]);
         assert_eq!(paired.pairs(), vec![true, false, false]);
-        assert_eq!(paired.rounded(), vec![false, false, false]);
+        assert_eq!(paired.rounded(&paired.pairs()), vec![false, false, false]);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use oxla_hlo::{ArrayLiteral, ArrayShape, PrimitiveType};
 use rayon::prelude::*;
 
 use super::Kernel;
-use super::fused::{self, Float, FusedLoop, Input, Leaf, PARALLEL_MIN, Scratch, Space};
+use super::fused::{self, Float, FusedLoop, Input, Leaf, PARALLEL_MIN, Scratch, Space, is_half};
 use super::reduce::{self, Plan, ReduceLoop};
 use super::view::View;
 use crate::buffer::Pool;
@@ -54,10 +54,6 @@ impl Stage {
             Stage::Reduce(r) => r.out_ty,
         }
     }
-}
-
-fn is_half(ty: PrimitiveType) -> bool {
-    matches!(ty, PrimitiveType::BF16 | PrimitiveType::F16)
 }
 
 /// Where a stage's kernel input comes from.
