@@ -751,45 +751,74 @@ fn plan_reduce(
 
 /// Whether `o`, an element-wise value with users outside a group, is
 /// computed once and kept rather than recomputed in each user: a
-/// transcendental function read by a reduction of its trailing dimensions
-/// and by an element-wise loop over the same elements (softmax: exp(x - max)
-/// feeds the row sum and the quotient). Such a chain runs as a row pipeline
-/// (`kernels::pipeline`), where the kept value lives in a block-sized buffer
-/// in cache, so keeping it costs a store and a load instead of a second exp.
+/// transcendental function, or an f32 value rounded to bf16 or f16 (a
+/// rounding is a pass of eight integer operations), read by a reduction of
+/// its trailing dimensions (or by an element-wise value only such a
+/// reduction reads, as layer norm's `(x - mean)²`) and by another
+/// element-wise loop over the same elements (softmax: exp(x - max) feeds
+/// the row sum and the quotient). Such a chain runs as a row pipeline
+/// (`kernels::pipeline`), where the kept value lives in a block-sized
+/// buffer in cache, so keeping it costs a store and a load instead of
+/// computing it again.
 fn kept_for_rows(comp: &HloComputation, o: usize, users: &[Vec<usize>]) -> bool {
     let instrs = comp.instructions();
     let instr = &instrs[o];
-    let costly = matches!(
-        instr.opcode,
-        Opcode::Exp
-            | Opcode::Expm1
-            | Opcode::Log
-            | Opcode::Log1p
-            | Opcode::Tanh
-            | Opcode::Logistic
-            | Opcode::Erf
-            | Opcode::Sin
-            | Opcode::Cos
-    );
+    let f32_typed = |i: &HloInstruction| array_type(i) == Some(PrimitiveType::F32);
+    // convert(convert(v) to bf16 or f16) back to f32, with v of f32.
+    let rounded = instr.opcode == Opcode::Convert
+        && f32_typed(instr)
+        && instr.operands.first().is_some_and(|h| {
+            let h = &instrs[h.index()];
+            h.opcode == Opcode::Convert
+                && array_type(h).is_some_and(is_half)
+                && h.operands
+                    .first()
+                    .is_some_and(|v| f32_typed(&instrs[v.index()]))
+        });
+    let costly = rounded
+        || matches!(
+            instr.opcode,
+            Opcode::Exp
+                | Opcode::Expm1
+                | Opcode::Log
+                | Opcode::Log1p
+                | Opcode::Tanh
+                | Opcode::Logistic
+                | Opcode::Erf
+                | Opcode::Sin
+                | Opcode::Cos
+        );
     let Some(dims) = instr.shape.as_array().map(|a| a.dims()) else {
         return false;
     };
     let rank = dims.len() as i64;
-    let row_reduction = |u: &HloInstruction| {
+    let row_reduction = |u: usize, of: usize| {
+        let u = &instrs[u];
         u.opcode == Opcode::Reduce
-            && u.operands.first().map(|x| x.index()) == Some(o)
+            && u.operands.first().map(|x| x.index()) == Some(of)
             && u.attrs.dimensions.as_ref().is_some_and(|r| {
                 let mut r = r.clone();
                 r.sort_unstable();
                 !r.is_empty() && r[0] >= 1 && r.iter().copied().eq(r[0]..rank)
             })
     };
-    let same_loop = |u: &HloInstruction| {
+    let same_loop = |u: usize| {
+        let u = &instrs[u];
         compute_type(comp, u).is_some() && u.shape.as_array().is_some_and(|a| a.dims() == dims)
     };
+    let reduced = |u: usize| {
+        row_reduction(u, o)
+            || (same_loop(u)
+                && !users[u].is_empty()
+                && users[u].iter().all(|&r| row_reduction(r, u)))
+    };
     costly
-        && users[o].iter().any(|&u| row_reduction(&instrs[u]))
-        && users[o].iter().any(|&u| same_loop(&instrs[u]))
+        && users[o].iter().any(|&u| {
+            reduced(u)
+                && users[o]
+                    .iter()
+                    .any(|&l| l != u && same_loop(l) && !reduced(l))
+        })
 }
 
 /// The members of the group rooted at `root`, found from the root down
@@ -1160,6 +1189,65 @@ mod tests {
                     .map(|(_, _, k)| (comp.instructions()[m].name.clone(), k))
             })
             .collect()
+    }
+
+    /// The entry's instructions `kept_for_rows` keeps, by name.
+    fn kept(text: &str) -> Vec<String> {
+        let module = oxla_text::parse_module(text).unwrap();
+        let comp = module.entry();
+        let users: Vec<Vec<usize>> = comp
+            .users()
+            .into_iter()
+            .map(|u| u.into_iter().map(|i| i.index()).collect())
+            .collect();
+        (0..comp.instructions().len())
+            .filter(|&o| kept_for_rows(comp, o, &users))
+            .map(|o| comp.instructions()[o].name.clone())
+            .collect()
+    }
+
+    #[test]
+    fn roundings_read_by_a_row_reduction_and_a_loop_are_kept() {
+        // Layer norm in bf16 as XLA normalizes it: x rounded (r) feeds the
+        // row sum and the centring; the centred value rounded (cr) feeds
+        // the square the variance sums and the normalized output.
+        let norm = "HloModule n
+sum {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[8,16] parameter(0)
+  h = bf16[8,16] convert(x)
+  r = f32[8,16] convert(h)
+  zero = f32[] constant(0)
+  s = f32[8] reduce(r, zero), dimensions={1}, to_apply=sum
+  sb = f32[8,16] broadcast(s), dimensions={0}
+  c = f32[8,16] subtract(r, sb)
+  ch = bf16[8,16] convert(c)
+  cr = f32[8,16] convert(ch)
+  sq = f32[8,16] multiply(cr, cr)
+  v = f32[8] reduce(sq, zero), dimensions={1}, to_apply=sum
+  vb = f32[8,16] broadcast(v), dimensions={0}
+  ROOT y = f32[8,16] multiply(cr, vb)
+}
+";
+        assert_eq!(kept(norm), ["r", "cr"]);
+        // Without a loop besides the reduction's, nothing is kept.
+        let sums = norm.replace(
+            "ROOT y = f32[8,16] multiply(cr, vb)",
+            "ROOT y = f32[8] add(v, s)",
+        );
+        assert!(kept(&sums).iter().all(|k| k != "cr"), "{:?}", kept(&sums));
+        // A rounding from f64, or a conversion that does not round, is not.
+        let wide = norm
+            .replace("x = f32[8,16] parameter(0)", "x = f64[8,16] parameter(0)")
+            .replace("r = f32[8,16] convert(h)", "r = f32[8,16] convert(x)");
+        assert_eq!(kept(&wide), ["cr"]);
+        // A cheap value read by the same users is recomputed in each.
+        let plain = norm.replace("cr = f32[8,16] convert(ch)", "cr = f32[8,16] negate(c)");
+        assert_eq!(kept(&plain), ["r"]);
     }
 
     fn rotate(k: i64, j: i64, ty: &str) -> String {

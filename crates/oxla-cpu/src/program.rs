@@ -203,11 +203,12 @@ fn lower_computation(
 const MAX_PIPELINE: usize = 8;
 
 /// Replaces chains of fused reductions and loops over the same rows with
-/// row pipelines (see `kernels::pipeline`). A chain starts at a reduction
-/// and takes the kernel steps after it, passing over constants and
-/// parameters; every value but the last must be read only inside the chain.
+/// row pipelines (see `kernels::pipeline`). A chain starts at a reduction,
+/// or at a loop whose value a reduction after it reads, and takes the
+/// kernel steps after it, passing over constants and parameters; every
+/// value but the last must be read only inside the chain.
 fn form_pipelines(steps: Vec<Step>, root: usize) -> Vec<Step> {
-    use crate::kernels::pipeline::{self, Stage};
+    use crate::kernels::pipeline;
     let stage_of = |step: &Step| match &step.kind {
         Kind::Kernel(k) => k.row_stage(),
         _ => None,
@@ -222,7 +223,7 @@ fn form_pipelines(steps: Vec<Step>, root: usize) -> Vec<Step> {
     let mut found: Vec<(Vec<usize>, pipeline::RowPipeline, Vec<usize>)> = Vec::new();
     let mut i = 0;
     while i < steps.len() {
-        let Some(first @ Stage::Reduce(_)) = stage_of(&steps[i]) else {
+        let Some(first) = stage_of(&steps[i]) else {
             i += 1;
             continue;
         };

@@ -1407,6 +1407,76 @@ ENTRY e {
         !entry.contains("fused reduction") && !entry.contains("fused loop"),
         "{listing}"
     );
+    // Layer norm of bf16 as XLA:CPU computes it: x rounded, and x - mean
+    // rounded, are each kept for the stages after the one that computes
+    // them (a loop stage first, before the row sum), bit for bit.
+    let norm = "HloModule n
+sum {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[300,1000] parameter(0)
+  h = bf16[300,1000] convert(x)
+  r = f32[300,1000] convert(h)
+  zero = f32[] constant(0)
+  s = f32[300] reduce(r, zero), dimensions={1}, to_apply=sum
+  k = f32[] constant(0.001)
+  kb = f32[300] broadcast(k), dimensions={}
+  m = f32[300] multiply(s, kb)
+  mh = bf16[300] convert(m)
+  mf = f32[300] convert(mh)
+  mb = f32[300,1000] broadcast(mf), dimensions={0}
+  c = f32[300,1000] subtract(r, mb)
+  ch = bf16[300,1000] convert(c)
+  cr = f32[300,1000] convert(ch)
+  sq = f32[300,1000] multiply(cr, cr)
+  v = f32[300] reduce(sq, zero), dimensions={1}, to_apply=sum
+  vm = f32[300] multiply(v, kb)
+  eps = f32[] constant(1e-5)
+  eb = f32[300] broadcast(eps), dimensions={}
+  ve = f32[300] add(vm, eb)
+  rs = f32[300] rsqrt(ve)
+  rh = bf16[300] convert(rs)
+  rf = f32[300] convert(rh)
+  rb = f32[300,1000] broadcast(rf), dimensions={0}
+  ROOT y = f32[300,1000] multiply(cr, rb)
+}
+";
+    // The interpreter sums rows in another order, which can move the bf16
+    // rounding of a row's mean or scale by one step; with |x| in [1, 2),
+    // far from the mean, that moves an output by at most 2^-7 twice.
+    let module = oxla_text::parse_module(norm).unwrap();
+    let exe = oxla_cpu::compile(&module).unwrap();
+    let options = EvalOptions::default();
+    let mut seed = 11u64;
+    let x: Vec<f32> = (0..300 * 1000)
+        .map(|_| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let u = (seed >> 40) as f32 / (1u64 << 24) as f32;
+            if seed & (1 << 20) == 0 {
+                1.0 + u
+            } else {
+                -1.0 - u
+            }
+        })
+        .collect();
+    let args = [Literal::from_vec(&[300, 1000], x).unwrap()];
+    let got = exe.execute(&args, &options, &NoServices).unwrap();
+    let want = oxla_interp::evaluate(&module, &args, &options, &NoServices).unwrap();
+    if let Some(m) = got.first_mismatch(&want, 1.6e-2, 0.0) {
+        panic!("{m}");
+    }
+    let listing = exe.describe();
+    let entry = listing.split("\ne:\n").nth(1).unwrap_or_default();
+    assert!(entry.contains("row pipeline"), "{listing}");
+    assert!(
+        !entry.contains("fused reduction") && !entry.contains("fused loop"),
+        "{listing}"
+    );
 }
 
 #[test]

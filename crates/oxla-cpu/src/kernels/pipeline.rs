@@ -163,9 +163,12 @@ fn row_local(view: &View, dims: &[i64], k: usize, per_row: usize) -> bool {
 /// inputs and its own output slot. Returns the pipeline and the slots of
 /// its inputs, or `None` if the chain does not qualify.
 pub(crate) fn build(chain: &[(Stage, Vec<usize>, usize)]) -> Option<(RowPipeline, Vec<usize>)> {
-    let (Stage::Reduce(first), ..) = chain.first()? else {
-        return None;
-    };
+    // The rows are those of the first reduction (loops before it, as a
+    // value kept for the reductions and loops after it, take them too).
+    let first = chain.iter().find_map(|(s, ..)| match s {
+        Stage::Reduce(r) => Some(r),
+        Stage::Loop(_) => None,
+    })?;
     let ty = first.input.ty;
     let k0 = first.reduced.iter().position(|&r| r)?;
     let rows: usize = first.input.dims[..k0]
