@@ -1173,15 +1173,19 @@ pub(crate) fn allocate_registers(
 mod tests {
     use super::*;
 
+    /// Each instruction's users, by index.
+    fn users_of(comp: &HloComputation) -> Vec<Vec<usize>> {
+        comp.users()
+            .into_iter()
+            .map(|u| u.into_iter().map(|i| i.index()).collect())
+            .collect()
+    }
+
     /// Which `or`s of `text`'s entry are rotations, and by how much.
     fn rotations(text: &str) -> Vec<(String, u32)> {
         let module = oxla_text::parse_module(text).unwrap();
         let comp = module.entry();
-        let users: Vec<Vec<usize>> = comp
-            .users()
-            .into_iter()
-            .map(|u| u.into_iter().map(|i| i.index()).collect())
-            .collect();
+        let users = users_of(comp);
         let members: BTreeSet<usize> = (0..comp.instructions().len()).collect();
         (0..comp.instructions().len())
             .filter_map(|m| {
@@ -1195,11 +1199,7 @@ mod tests {
     fn kept(text: &str) -> Vec<String> {
         let module = oxla_text::parse_module(text).unwrap();
         let comp = module.entry();
-        let users: Vec<Vec<usize>> = comp
-            .users()
-            .into_iter()
-            .map(|u| u.into_iter().map(|i| i.index()).collect())
-            .collect();
+        let users = users_of(comp);
         (0..comp.instructions().len())
             .filter(|&o| kept_for_rows(comp, o, &users))
             .map(|o| comp.instructions()[o].name.clone())
