@@ -203,10 +203,10 @@ fn lower_computation(
 const MAX_PIPELINE: usize = 8;
 
 /// Replaces chains of fused reductions and loops over the same rows with
-/// row pipelines (see `kernels::pipeline`). A chain starts at a reduction,
-/// or at a loop whose value a reduction after it reads, and takes the
-/// kernel steps after it, passing over constants and parameters; every
-/// value but the last must be read only inside the chain.
+/// row pipelines (see `kernels::pipeline`). A chain starts at a reduction
+/// or a loop (a pipeline needs a reduction in it, which sets its rows) and
+/// takes the kernel steps after it, passing over constants and parameters;
+/// every value but the last must be read only inside the chain.
 fn form_pipelines(steps: Vec<Step>, root: usize) -> Vec<Step> {
     use crate::kernels::pipeline;
     let stage_of = |step: &Step| match &step.kind {

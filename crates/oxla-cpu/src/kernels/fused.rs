@@ -1316,12 +1316,17 @@ impl FusedLoop {
             .count();
         let passes = self.code.len() - fused;
         let step = if passes > 1 { LONE_STEP } else { TILE };
-        let work = |first_row: usize, chunk: &mut [T]| {
-            let mut scratch = Scratch::new(self, row_len);
+        // A loop alone's scratch, for tiles of up to `len` elements.
+        let lone = |len: usize| {
+            let mut scratch = Scratch::new(self, len);
             scratch.narrow = narrow;
             scratch.step = step;
             scratch.chunk_costly = true;
             scratch.prefetch = passes >= PREFETCH_PASSES;
+            scratch
+        };
+        let work = |first_row: usize, chunk: &mut [T]| {
+            let mut scratch = lone(row_len);
             let rows_here = chunk.len() / row_len.max(1);
             dispatch(
                 self,
@@ -1345,11 +1350,7 @@ impl FusedLoop {
             let threads = rayon::current_num_threads().max(1);
             let part = row_len.div_ceil(threads * 4).div_ceil(TILE) * TILE;
             out.par_chunks_mut(part).enumerate().for_each(|(i, chunk)| {
-                let mut scratch = Scratch::new(self, chunk.len());
-                scratch.narrow = narrow;
-                scratch.step = step;
-                scratch.chunk_costly = true;
-                scratch.prefetch = passes >= PREFETCH_PASSES;
+                let mut scratch = lone(chunk.len());
                 dispatch_span(self, space, &sources, i * part, chunk, &mut scratch);
             });
         } else {
