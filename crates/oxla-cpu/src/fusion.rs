@@ -550,6 +550,8 @@ fn plan_tiled(
     // folded into a rotation or a scalar operand get none of their own.
     let mut inputs: Vec<usize> = Vec::new();
     let mut nodes: Vec<(Node, PrimitiveType)> = Vec::new();
+    // Which nodes are adds (for threefry's mixes).
+    let mut adds: Vec<bool> = Vec::new();
     let mut node_of: HashMap<usize, usize> = HashMap::new();
     let input = |o: usize, inputs: &mut Vec<usize>| match inputs.iter().position(|&i| i == o) {
         Some(j) => j,
@@ -567,6 +569,7 @@ fn plan_tiled(
         if !members.contains(&m) {
             let j = input(m, &mut inputs);
             nodes.push((Node::Input(j), ty));
+            adds.push(false);
             node_of.insert(m, nodes.len() - 1);
             continue;
         }
@@ -588,6 +591,7 @@ fn plan_tiled(
             Form::Convert(f, a) => Node::Convert(f, at(a)?),
         };
         nodes.push((node, ty));
+        adds.push(instrs[m].opcode == Opcode::Add);
         node_of.insert(m, nodes.len() - 1);
     }
     if floats {
@@ -602,7 +606,7 @@ fn plan_tiled(
         }
     }
     // The root was made last.
-    let kernel = TiledLoop::new(nodes, shape);
+    let kernel = TiledLoop::new(crate::kernels::tiled::fuse_mixes(nodes, &adds), shape);
     Some((members, Box::new(kernel), inputs))
 }
 

@@ -1783,6 +1783,73 @@ fn tiled_loops_with_splats_shared_values_and_partial_tiles() {
     assert!(listing.contains("tiled loop"), "{listing}");
 }
 
+/// Threefry-2x32's rounds and key injections on `x0`, `x1` of `n` words of
+/// `ty`, written as JAX writes them (rotations as two shifts and an or),
+/// for `rounds` rounds; `root` combines the final words `a` and `b`.
+fn threefry_text(ty: &str, n: usize, rounds: usize, root: &str) -> String {
+    let mut t = format!(
+        "HloModule t\nENTRY e {{\n  x0 = {ty}[{n}] parameter(0)\n  x1 = {ty}[{n}] parameter(1)\n  \
+         k0 = {ty}[] parameter(2)\n  k1 = {ty}[] parameter(3)\n  w = {ty}[] constant(32)\n"
+    );
+    let (mut a, mut b) = ("x0".to_string(), "x1".to_string());
+    for i in 0..rounds {
+        let r = [13, 15, 26, 6, 17, 29, 16, 24][i % 8];
+        t += &format!(
+            "  r{i} = {ty}[] constant({r})\n  rb{i} = {ty}[{n}] broadcast(r{i}), dimensions={{}}\n  \
+             s{i} = {ty}[] subtract(w, r{i})\n  sb{i} = {ty}[{n}] broadcast(s{i}), dimensions={{}}\n  \
+             a{i} = {ty}[{n}] add({a}, {b})\n  l{i} = {ty}[{n}] shift-left({b}, rb{i})\n  \
+             h{i} = {ty}[{n}] shift-right-logical({b}, sb{i})\n  o{i} = {ty}[{n}] or(l{i}, h{i})\n  \
+             b{i} = {ty}[{n}] xor(a{i}, o{i})\n"
+        );
+        (a, b) = (format!("a{i}"), format!("b{i}"));
+        if i % 4 == 3 {
+            // The key injection: a scalar added to each word (to `b` with
+            // the scalar first).
+            t += &format!(
+                "  kb{i} = {ty}[{n}] broadcast(k0), dimensions={{}}\n  ka{i} = {ty}[{n}] add({a}, kb{i})\n  \
+                 jb{i} = {ty}[{n}] broadcast(k1), dimensions={{}}\n  kj{i} = {ty}[{n}] add(jb{i}, {b})\n"
+            );
+            (a, b) = (format!("ka{i}"), format!("kj{i}"));
+        }
+    }
+    t + &format!(
+        "  ROOT t = {}\n}}\n",
+        root.replace("{a}", &a)
+            .replace("{b}", &b)
+            .replace("{ty}", ty)
+            .replace("{n}", &n.to_string())
+    )
+}
+
+#[test]
+fn threefry_rounds_run_in_registers_as_the_operations_compute_them() {
+    // Rounds and key injections chained into one mix per loop, on u32 and
+    // s32 (the same bits), 300001 words (threads, a partial tile, lanes
+    // past the last group of 64): exact against the interpreter.
+    for ty in ["u32", "s32"] {
+        let text = threefry_text(ty, 300001, 10, "{ty}[{n}] xor({a}, {b})");
+        let listing = check_exe(&text, 0.0);
+        assert!(
+            listing.contains("  t = tiled loop (threefry mixes)"),
+            "{listing}"
+        );
+    }
+    // Each final word a result of its own: each loop mixes as far as its
+    // word needs (the last round's rotation only `b` reads).
+    let text = threefry_text("u32", 1000, 8, "(u32[{n}], u32[{n}]) tuple({a}, {b})");
+    let listing = check_exe(&text, 0.0);
+    assert!(listing.contains("threefry mixes"), "{listing}");
+    // A round's value read by another result as well: the chain stops
+    // there, and that value is still computed once for both.
+    let text = threefry_text("u32", 5000, 8, "u32[{n}] xor({a}, {b})").replace(
+        "  ROOT t = u32[5000] xor(ka7, kj7)",
+        "  m = u32[5000] xor(ka7, kj7)\n  ROOT t = u32[5000] add(m, a2)",
+    );
+    assert!(text.contains("add(m, a2)"), "{text}");
+    let listing = check_exe(&text, 0.0);
+    assert!(listing.contains("threefry mixes"), "{listing}");
+}
+
 #[test]
 fn arithmetic_pairs_in_one_pass_compute_each_rounding() {
     // Layer norm's tail, (x - m) * r * s + b, runs as two pairs of

@@ -10,6 +10,8 @@ use oxla_hlo::{
     ArrayData, ArrayLiteral, ArrayShape, NativeType, PrimitiveType, with_array_data,
     with_native_type,
 };
+use std::collections::HashMap;
+
 use rayon::prelude::*;
 
 use super::Kernel;
@@ -39,6 +41,173 @@ pub(crate) enum Node {
     RotateXor(RotateXorFn, usize, u32, usize),
     Select(usize, usize, usize),
     Convert(ConvertFn, usize),
+    /// A pair of 32-bit words `(a, b)`, starting from nodes `.0` and `.1`,
+    /// taken through `.2`'s steps in registers: threefry's rounds and key
+    /// injections in one pass instead of a pass per operation. The node's
+    /// value is the final `a`; the final `b` is the next node's, a
+    /// [`Node::MixedB`].
+    Mix(usize, usize, Vec<Step>),
+    /// The final `b` of the [`Node::Mix`] just before it, which writes it.
+    MixedB,
+}
+
+/// One step of a [`Node::Mix`] on its words `(a, b)`, all arithmetic
+/// wrapping, as the operations it replaces compute it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// `a += b; b = rotate_left(b, k) ^ a`: threefry's mix.
+    Mix(u32),
+    /// `a +=` kernel input `.0`'s one element.
+    AddA(usize),
+    /// `b +=` kernel input `.0`'s one element.
+    AddB(usize),
+}
+
+impl Node {
+    /// The nodes it reads.
+    fn operands(&self) -> Vec<usize> {
+        match *self {
+            Node::Input(_) | Node::Splat(_) | Node::Iota(..) | Node::MixedB => vec![],
+            Node::Binary(_, a, b) | Node::RotateXor(_, a, _, b) | Node::Mix(a, b, _) => vec![a, b],
+            Node::BinarySplat(_, a, _) | Node::Rotate(_, a, _) | Node::Convert(_, a) => vec![a],
+            Node::Select(p, a, b) => vec![p, a, b],
+        }
+    }
+
+    /// The node with each operand `k` read from `to(k)` instead.
+    fn renumbered(self, to: impl Fn(usize) -> usize) -> Node {
+        match self {
+            Node::Binary(f, a, b) => Node::Binary(f, to(a), to(b)),
+            Node::RotateXor(f, a, k, b) => Node::RotateXor(f, to(a), k, to(b)),
+            Node::Mix(a, b, steps) => Node::Mix(to(a), to(b), steps),
+            Node::BinarySplat(f, a, i) => Node::BinarySplat(f, to(a), i),
+            Node::Rotate(f, a, k) => Node::Rotate(f, to(a), k),
+            Node::Convert(f, a) => Node::Convert(f, to(a)),
+            Node::Select(p, a, b) => Node::Select(to(p), to(a), to(b)),
+            n @ (Node::Input(_) | Node::Splat(_) | Node::Iota(..) | Node::MixedB) => n,
+        }
+    }
+}
+
+/// Replaces chains of threefry steps on pairs of 32-bit words by
+/// [`Node::Mix`] nodes. `adds[k]` says node `k` is an integer add (a
+/// [`Node::Binary`] or [`Node::BinarySplat`] of `add`). A chain starts at an
+/// add `a + b` that a [`Node::RotateXor`] of `b` reads, and grows while the
+/// pair's values are read only by the next step: another mix, or the add of
+/// a scalar to either word. Every other node keeps its order; the mix sits
+/// where the first of its two results was.
+pub(crate) fn fuse_mixes(
+    nodes: Vec<(Node, PrimitiveType)>,
+    adds: &[bool],
+) -> Vec<(Node, PrimitiveType)> {
+    let n = nodes.len();
+    if adds.len() != n {
+        return nodes;
+    }
+    let word = |k: usize| matches!(nodes[k].1, PrimitiveType::U32 | PrimitiveType::S32);
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (k, (node, _)) in nodes.iter().enumerate() {
+        for a in node.operands() {
+            if !users[a].contains(&k) {
+                users[a].push(k);
+            }
+        }
+    }
+    // The result is read after the last node, so it ends any chain.
+    let result = n.saturating_sub(1);
+    let only =
+        |x: usize, allowed: &[usize]| x != result && users[x].iter().all(|u| allowed.contains(u));
+    // The mix `t = a + b`, `u = rotate(b, k) ^ t` on `(a, b)`, if any.
+    let mix = |a: usize, b: usize| -> Option<(usize, usize, u32)> {
+        users[a].iter().find_map(|&t| {
+            let Node::Binary(_, p, q) = nodes[t].0 else {
+                return None;
+            };
+            if !(adds[t] && word(t) && ((p, q) == (a, b) || (p, q) == (b, a))) {
+                return None;
+            }
+            users[t].iter().find_map(|&u| match nodes[u].0 {
+                Node::RotateXor(_, x, k, y) if x == b && y == t && word(u) => Some((t, u, k)),
+                _ => None,
+            })
+        })
+    };
+    let add_splat = |x: usize| -> Option<(usize, usize)> {
+        users[x].iter().find_map(|&t| match nodes[t].0 {
+            Node::BinarySplat(_, y, j) if y == x && adds[t] && word(t) => Some((t, j)),
+            _ => None,
+        })
+    };
+    let mut gone = vec![false; n];
+    // Each mix by where it goes (the first of its results): its start pair,
+    // steps, and final pair with their types.
+    let mut mixes: HashMap<usize, (usize, usize, Vec<Step>, [(usize, PrimitiveType); 2])> =
+        HashMap::new();
+    for k in 0..n {
+        let Node::Binary(_, p, q) = nodes[k].0 else {
+            continue;
+        };
+        if gone[k] || p == q || !adds[k] {
+            continue;
+        }
+        // The first mix: `b` is the operand the rotation reads.
+        let Some((a0, b0, (mut a, mut b, r0))) = [(p, q), (q, p)]
+            .into_iter()
+            .find_map(|(x, y)| mix(x, y).filter(|m| m.0 == k).map(|m| (x, y, m)))
+        else {
+            continue;
+        };
+        let mut steps = vec![Step::Mix(r0)];
+        let mut chain = vec![a, b];
+        // (After a mix, `b` reads `a` too.)
+        loop {
+            if let Some((t, u, r)) = mix(a, b)
+                && only(a, &[t, b])
+                && only(b, &[t, u])
+            {
+                steps.push(Step::Mix(r));
+                (a, b) = (t, u);
+            } else if let Some((t, j)) = add_splat(a)
+                && only(a, &[t, b])
+            {
+                steps.push(Step::AddA(j));
+                a = t;
+            } else if let Some((t, j)) = add_splat(b)
+                && only(b, &[t])
+            {
+                steps.push(Step::AddB(j));
+                b = t;
+            } else {
+                break;
+            }
+            chain.extend([a, b]);
+        }
+        for &c in &chain {
+            gone[c] = true;
+        }
+        let finals = [(a, nodes[a].1), (b, nodes[b].1)];
+        mixes.insert(a.min(b), (a0, b0, steps, finals));
+    }
+    if mixes.is_empty() {
+        return nodes;
+    }
+    // Chain nodes go; each mix and its `b` take the place of the first of
+    // its results (after its start pair, before any reader of either), and
+    // readers of the results read those.
+    let mut to = vec![usize::MAX; n];
+    let mut out: Vec<(Node, PrimitiveType)> = Vec::with_capacity(n);
+    for (k, (node, ty)) in nodes.into_iter().enumerate() {
+        if let Some((a0, b0, steps, [(a, ta), (b, tb)])) = mixes.remove(&k) {
+            out.push((Node::Mix(to[a0], to[b0], steps), ta));
+            to[a] = out.len() - 1;
+            out.push((Node::MixedB, tb));
+            to[b] = out.len() - 1;
+        } else if !gone[k] {
+            out.push((node.renumbered(|x| to[x]), ty));
+            to[k] = out.len() - 1;
+        }
+    }
+    out
 }
 
 /// A compiled loop: its nodes in order (the last is the result), each
@@ -71,19 +240,9 @@ impl TiledLoop {
 /// Splats keep theirs: they are filled once per task. A node never writes
 /// the buffer of one of its own operands.
 fn assign_slots(nodes: &[(Node, PrimitiveType)]) -> (Vec<usize>, usize) {
-    let operands = |n: &Node| -> Vec<usize> {
-        match *n {
-            Node::Input(_) | Node::Splat(_) | Node::Iota(..) => vec![],
-            Node::Binary(_, a, b) => vec![a, b],
-            Node::BinarySplat(_, a, _) | Node::Rotate(_, a, _) => vec![a],
-            Node::RotateXor(_, a, _, b) => vec![a, b],
-            Node::Select(p, a, b) => vec![p, a, b],
-            Node::Convert(_, a) => vec![a],
-        }
-    };
     let mut last_use: Vec<usize> = (0..nodes.len()).collect();
     for (k, (node, _)) in nodes.iter().enumerate() {
-        for a in operands(node) {
+        for a in node.operands() {
             last_use[a] = k;
         }
     }
@@ -94,20 +253,30 @@ fn assign_slots(nodes: &[(Node, PrimitiveType)]) -> (Vec<usize>, usize) {
     let mut free: Vec<(PrimitiveType, usize)> = Vec::new();
     let mut slots = Vec::with_capacity(nodes.len());
     let mut count = 0;
-    for (k, (node, ty)) in nodes.iter().enumerate() {
+    let mut take = |node: &Node, ty: &PrimitiveType, free: &mut Vec<(PrimitiveType, usize)>| {
         let reuse = match node {
             Node::Splat(_) => None,
             _ => free.iter().position(|(t, _)| t == ty),
         };
-        let slot = match reuse {
+        match reuse {
             Some(i) => free.swap_remove(i).1,
             None => {
                 count += 1;
                 count - 1
             }
-        };
-        slots.push(slot);
-        for a in operands(node) {
+        }
+    };
+    for (k, (node, ty)) in nodes.iter().enumerate() {
+        // (A mix's `b` has its buffer already.)
+        if slots.len() == k {
+            slots.push(take(node, ty, &mut free));
+        }
+        // A mix writes its `b` in the same pass: a buffer taken now, before
+        // its operands' are free.
+        if let (Node::Mix(..), Some((b @ Node::MixedB, tb))) = (node, nodes.get(k + 1)) {
+            slots.push(take(b, tb, &mut free));
+        }
+        for a in node.operands() {
             let splat = matches!(nodes[a].0, Node::Splat(_));
             if last_use[a] == k && !splat && !free.iter().any(|&(_, s)| s == slots[a]) {
                 free.push((nodes[a].1, slots[a]));
@@ -115,7 +284,7 @@ fn assign_slots(nodes: &[(Node, PrimitiveType)]) -> (Vec<usize>, usize) {
         }
         // A value nothing reads (only the result has none, and it is kept).
         if last_use[k] == k && !matches!(node, Node::Splat(_)) {
-            free.push((*ty, slot));
+            free.push((*ty, slots[k]));
         }
     }
     (slots, count)
@@ -188,6 +357,269 @@ pub(crate) fn iota_fn(ty: PrimitiveType) -> Option<(IotaFn, u64)> {
     })
 }
 
+/// A [`Step`] with its scalar read: the word it adds (as bits).
+#[derive(Clone, Copy)]
+enum Resolved {
+    Mix(u32),
+    AddA(u32),
+    AddB(u32),
+}
+
+/// 32-bit words, signed or not: the mix's wrapping arithmetic is the same
+/// on their bits.
+trait Word: NativeType + Copy {
+    fn bits(self) -> u32;
+    fn of(bits: u32) -> Self;
+}
+
+impl Word for u32 {
+    fn bits(self) -> u32 {
+        self
+    }
+    fn of(bits: u32) -> Self {
+        bits
+    }
+}
+
+impl Word for i32 {
+    fn bits(self) -> u32 {
+        self as u32
+    }
+    fn of(bits: u32) -> Self {
+        bits as i32
+    }
+}
+
+/// The steps on one pair of words.
+#[inline(always)]
+fn mix_one(mut x: u32, mut y: u32, steps: &[Resolved]) -> (u32, u32) {
+    for step in steps {
+        match *step {
+            Resolved::Mix(k) => {
+                x = x.wrapping_add(y);
+                y = y.rotate_left(k) ^ x;
+            }
+            Resolved::AddA(v) => x = x.wrapping_add(v),
+            Resolved::AddB(v) => y = y.wrapping_add(v),
+        }
+    }
+    (x, y)
+}
+
+/// The steps on `(a[l], b[l])` for each lane `l`, into `oa` and `ob` (all of
+/// one length): 32 lanes at a time in vector registers where the CPU has
+/// AVX-512 or AVX2, the rest one by one.
+fn mix_lanes<T: Word>(a: &[T], b: &[T], steps: &[Resolved], oa: &mut [T], ob: &mut [T]) {
+    let n = oa.len().min(ob.len()).min(a.len()).min(b.len());
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the feature was just detected; every slice holds `n`
+            // words of 4 bytes.
+            done = unsafe {
+                mix_avx512(
+                    a.as_ptr(),
+                    b.as_ptr(),
+                    n,
+                    steps,
+                    oa.as_mut_ptr(),
+                    ob.as_mut_ptr(),
+                )
+            };
+        } else if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: as above.
+            done = unsafe {
+                mix_avx2(
+                    a.as_ptr(),
+                    b.as_ptr(),
+                    n,
+                    steps,
+                    oa.as_mut_ptr(),
+                    ob.as_mut_ptr(),
+                )
+            };
+        }
+    }
+    for l in done..n {
+        let (x, y) = mix_one(a[l].bits(), b[l].bits(), steps);
+        (oa[l], ob[l]) = (T::of(x), T::of(y));
+    }
+}
+
+/// The first `n / 32 * 32` lanes of [`mix_lanes`] with AVX-512, two
+/// vectors of each word at a time; returns how many lanes it did.
+///
+/// # Safety
+/// The CPU has AVX-512F; `a`, `b`, `oa` and `ob` point to `n` 32-bit words.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn mix_avx512<T>(
+    a: *const T,
+    b: *const T,
+    n: usize,
+    steps: &[Resolved],
+    oa: *mut T,
+    ob: *mut T,
+) -> usize {
+    use std::arch::x86_64::*;
+    let full = n / 32 * 32;
+    let mut l = 0;
+    while l < full {
+        // SAFETY: lanes `l..l + 32` are within the `n` words of each.
+        unsafe {
+            let mut x0 = _mm512_loadu_si512(a.add(l).cast());
+            let mut x1 = _mm512_loadu_si512(a.add(l + 16).cast());
+            let mut y0 = _mm512_loadu_si512(b.add(l).cast());
+            let mut y1 = _mm512_loadu_si512(b.add(l + 16).cast());
+            for step in steps {
+                match *step {
+                    Resolved::Mix(k) => {
+                        let k = _mm512_set1_epi32(k as i32);
+                        x0 = _mm512_add_epi32(x0, y0);
+                        x1 = _mm512_add_epi32(x1, y1);
+                        y0 = _mm512_xor_si512(_mm512_rolv_epi32(y0, k), x0);
+                        y1 = _mm512_xor_si512(_mm512_rolv_epi32(y1, k), x1);
+                    }
+                    Resolved::AddA(v) => {
+                        let v = _mm512_set1_epi32(v as i32);
+                        x0 = _mm512_add_epi32(x0, v);
+                        x1 = _mm512_add_epi32(x1, v);
+                    }
+                    Resolved::AddB(v) => {
+                        let v = _mm512_set1_epi32(v as i32);
+                        y0 = _mm512_add_epi32(y0, v);
+                        y1 = _mm512_add_epi32(y1, v);
+                    }
+                }
+            }
+            _mm512_storeu_si512(oa.add(l).cast(), x0);
+            _mm512_storeu_si512(oa.add(l + 16).cast(), x1);
+            _mm512_storeu_si512(ob.add(l).cast(), y0);
+            _mm512_storeu_si512(ob.add(l + 16).cast(), y1);
+        }
+        l += 32;
+    }
+    full
+}
+
+/// [`mix_avx512`] with AVX2: four vectors of each word at a time, the
+/// rotation as two shifts (a count of 32 shifts every bit out).
+///
+/// # Safety
+/// The CPU has AVX2; `a`, `b`, `oa` and `ob` point to `n` 32-bit words.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn mix_avx2<T>(
+    a: *const T,
+    b: *const T,
+    n: usize,
+    steps: &[Resolved],
+    oa: *mut T,
+    ob: *mut T,
+) -> usize {
+    use std::arch::x86_64::*;
+    let full = n / 32 * 32;
+    let mut l = 0;
+    while l < full {
+        // SAFETY: lanes `l..l + 32` are within the `n` words of each.
+        unsafe {
+            let (mut x, mut y) = ([_mm256_setzero_si256(); 4], [_mm256_setzero_si256(); 4]);
+            for j in 0..4 {
+                x[j] = _mm256_loadu_si256(a.add(l + 8 * j).cast());
+                y[j] = _mm256_loadu_si256(b.add(l + 8 * j).cast());
+            }
+            for step in steps {
+                match *step {
+                    Resolved::Mix(k) => {
+                        let k = k % 32;
+                        let left = _mm_cvtsi32_si128(k as i32);
+                        let right = _mm_cvtsi32_si128(32 - k as i32);
+                        for j in 0..4 {
+                            x[j] = _mm256_add_epi32(x[j], y[j]);
+                            let r = _mm256_or_si256(
+                                _mm256_sll_epi32(y[j], left),
+                                _mm256_srl_epi32(y[j], right),
+                            );
+                            y[j] = _mm256_xor_si256(r, x[j]);
+                        }
+                    }
+                    Resolved::AddA(v) => {
+                        let v = _mm256_set1_epi32(v as i32);
+                        for x in &mut x {
+                            *x = _mm256_add_epi32(*x, v);
+                        }
+                    }
+                    Resolved::AddB(v) => {
+                        let v = _mm256_set1_epi32(v as i32);
+                        for y in &mut y {
+                            *y = _mm256_add_epi32(*y, v);
+                        }
+                    }
+                }
+            }
+            for j in 0..4 {
+                _mm256_storeu_si256(oa.add(l + 8 * j).cast(), x[j]);
+                _mm256_storeu_si256(ob.add(l + 8 * j).cast(), y[j]);
+            }
+        }
+        l += 32;
+    }
+    full
+}
+
+/// A [`Node::Mix`] over one tile: `a` and `b` in, the final words out.
+fn mix(
+    a: &ArrayData,
+    b: &ArrayData,
+    steps: &[Step],
+    inputs: &[&ArrayData],
+    oa: &mut ArrayData,
+    ob: &mut ArrayData,
+) -> bool {
+    fn go<T: Word>(
+        a: &ArrayData,
+        b: &ArrayData,
+        steps: &[Step],
+        inputs: &[&ArrayData],
+        oa: &mut ArrayData,
+        ob: &mut ArrayData,
+    ) -> bool {
+        let scalar = |j: usize| match inputs.get(j).and_then(|d| T::slice(d)) {
+            Some(&[v]) => Some(v.bits()),
+            _ => None,
+        };
+        let resolved: Option<Vec<Resolved>> = steps
+            .iter()
+            .map(|s| match *s {
+                Step::Mix(k) => Some(Resolved::Mix(k)),
+                Step::AddA(j) => scalar(j).map(Resolved::AddA),
+                Step::AddB(j) => scalar(j).map(Resolved::AddB),
+            })
+            .collect();
+        match (
+            resolved,
+            T::slice(a),
+            T::slice(b),
+            T::slice_mut(oa),
+            T::slice_mut(ob),
+        ) {
+            (Some(steps), Some(a), Some(b), Some(oa), Some(ob))
+                if a.len() == oa.len() && b.len() == oa.len() && ob.len() == oa.len() =>
+            {
+                mix_lanes(a, b, &steps, oa, ob);
+                true
+            }
+            _ => false,
+        }
+    }
+    match a.element_type() {
+        PrimitiveType::U32 => go::<u32>(a, b, steps, inputs, oa, ob),
+        PrimitiveType::S32 => go::<i32>(a, b, steps, inputs, oa, ob),
+        _ => false,
+    }
+}
+
 fn tile_of(ty: PrimitiveType, n: usize) -> ArrayData {
     ArrayData::zeros(ty, n)
 }
@@ -232,6 +664,23 @@ impl TiledLoop {
     ) -> bool {
         for (k, (node, ty)) in self.nodes.iter().enumerate() {
             let s = self.slots[k];
+            // A mix writes its `b` too, into the next node's buffer, lent
+            // out here so both outputs can be written at once.
+            let mut second = match node {
+                Node::Mix(..) => {
+                    let (Some(&s2), Some((Node::MixedB, tb))) =
+                        (self.slots.get(k + 1), self.nodes.get(k + 1))
+                    else {
+                        return false;
+                    };
+                    let mut b = std::mem::replace(&mut regs[s2], tile_of(PrimitiveType::Pred, 0));
+                    if b.len() != len || b.element_type() != *tb {
+                        b = tile_of(*tb, len);
+                    }
+                    Some((s2, b))
+                }
+                _ => None,
+            };
             // The node's buffer, and the others to read its operands from
             // (a node never writes one of its operands' buffers).
             let (below, rest) = regs.split_at_mut(s);
@@ -262,7 +711,16 @@ impl TiledLoop {
                 Node::RotateXor(f, a, k, b) => f(slot(a), k, slot(b), r),
                 Node::Select(p, a, b) => typed::select(slot(p), slot(a), slot(b), r),
                 Node::Convert(f, a) => f(slot(a), r),
+                Node::Mix(a, b, ref steps) => match second.as_mut() {
+                    Some((_, out_b)) => mix(slot(a), slot(b), steps, inputs, r, out_b),
+                    None => false,
+                },
+                // Written by the mix before it.
+                Node::MixedB => k > 0 && matches!(self.nodes[k - 1].0, Node::Mix(..)),
             };
+            if let Some((s2, b)) = second.take() {
+                regs[s2] = b;
+            }
             if !ok {
                 return false;
             }
@@ -304,7 +762,11 @@ impl TiledLoop {
 
 impl Kernel for TiledLoop {
     fn name(&self) -> &'static str {
-        "tiled loop"
+        if self.nodes.iter().any(|(n, _)| matches!(n, Node::Mix(..))) {
+            "tiled loop (threefry mixes)"
+        } else {
+            "tiled loop"
+        }
     }
 
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
@@ -333,6 +795,85 @@ impl Kernel for TiledLoop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Node functions `fuse_mixes` never calls.
+    fn bin(_: &ArrayData, _: &ArrayData, _: &mut ArrayData) -> bool {
+        false
+    }
+    fn splat_add(_: &ArrayData, _: u64, _: &mut ArrayData) -> bool {
+        false
+    }
+    fn rot_xor(_: &ArrayData, _: u32, _: &ArrayData, _: &mut ArrayData) -> bool {
+        false
+    }
+
+    /// The mixes of `nodes` (`adds` marks the adds): each one's operands and
+    /// steps, and the operands of the result.
+    fn mixed(nodes: Vec<Node>, adds: &[bool]) -> (Vec<(usize, usize, Vec<Step>)>, Vec<usize>) {
+        let nodes = nodes.into_iter().map(|n| (n, PrimitiveType::U32)).collect();
+        let out = fuse_mixes(nodes, adds);
+        for (k, (n, _)) in out.iter().enumerate() {
+            if let Node::Mix(..) = n {
+                assert!(matches!(out[k + 1].0, Node::MixedB), "{out:?}");
+            }
+        }
+        let mixes = out
+            .iter()
+            .filter_map(|(n, _)| match n {
+                Node::Mix(a, b, steps) => Some((*a, *b, steps.clone())),
+                _ => None,
+            })
+            .collect();
+        (
+            mixes,
+            out.last().map(|(n, _)| n.operands()).unwrap_or_default(),
+        )
+    }
+
+    #[test]
+    fn threefry_chains_become_one_mix_and_stop_where_others_read() {
+        use Node::*;
+        // Two rounds and a key injection on each word, then a xor.
+        let nodes = vec![
+            Input(0),
+            Input(1),
+            Binary(bin, 0, 1),
+            RotateXor(rot_xor, 1, 13, 2),
+            Binary(bin, 2, 3),
+            RotateXor(rot_xor, 3, 15, 4),
+            BinarySplat(splat_add, 4, 2),
+            BinarySplat(splat_add, 5, 3),
+            Binary(bin, 6, 7),
+        ];
+        let adds = [false, false, true, false, true, false, true, true, false];
+        let (mixes, result) = mixed(nodes.clone(), &adds);
+        let steps = vec![Step::Mix(13), Step::Mix(15), Step::AddA(2), Step::AddB(3)];
+        assert_eq!(mixes, vec![(0, 1, steps)]);
+        assert_eq!(result, vec![2, 3]);
+        // Only adds mix: with the first round's not one, the chain starts
+        // at the second; with neither, there is none.
+        let mut plain = adds;
+        plain[2] = false;
+        let (mixes, _) = mixed(nodes.clone(), &plain);
+        let steps = vec![Step::Mix(15), Step::AddA(2), Step::AddB(3)];
+        assert_eq!(mixes, vec![(2, 3, steps)]);
+        plain[4] = false;
+        assert_eq!(mixed(nodes.clone(), &plain).0, vec![]);
+        // The first round's `a` read by the result too: the chain ends
+        // there, and a second one starts at the next round.
+        let mut read = nodes;
+        read.push(Binary(bin, 8, 2));
+        let mut adds = adds.to_vec();
+        adds.push(false);
+        let (mixes, _) = mixed(read, &adds);
+        assert_eq!(
+            mixes,
+            vec![
+                (0, 1, vec![Step::Mix(13)]),
+                (2, 3, vec![Step::Mix(15), Step::AddA(2), Step::AddB(3)])
+            ]
+        );
+    }
 
     #[test]
     fn iota_runs_match_the_formula() {
