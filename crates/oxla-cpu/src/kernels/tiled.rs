@@ -876,6 +876,79 @@ mod tests {
     }
 
     #[test]
+    fn mix_kernels_agree_with_the_steps_one_pair_at_a_time() {
+        // Rotations by 0 and 32 (both none), by 31, scalar adds that wrap;
+        // 100 lanes: three groups of 32 and a tail.
+        let steps = [
+            Resolved::Mix(13),
+            Resolved::Mix(0),
+            Resolved::Mix(32),
+            Resolved::AddA(0x9e37_79b9),
+            Resolved::Mix(31),
+            Resolved::AddB(u32::MAX),
+        ];
+        let n = 100;
+        let a: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(0x9e37_79b9)).collect();
+        let b: Vec<u32> = (0..n as u32)
+            .map(|i| i.wrapping_mul(0x85eb_ca6b) ^ 0xdead_beef)
+            .collect();
+        let want: Vec<(u32, u32)> = a
+            .iter()
+            .zip(&b)
+            .map(|(&x, &y)| mix_one(x, y, &steps))
+            .collect();
+        // Not the identity: the test would see a kernel that did nothing.
+        assert!(
+            want.iter()
+                .zip(a.iter().zip(&b))
+                .all(|(w, (&x, &y))| *w != (x, y))
+        );
+        type Kernel =
+            unsafe fn(*const u32, *const u32, usize, &[Resolved], *mut u32, *mut u32) -> usize;
+        #[cfg(target_arch = "x86_64")]
+        for (name, has, f) in [
+            (
+                "avx512",
+                std::is_x86_feature_detected!("avx512f"),
+                mix_avx512::<u32> as Kernel,
+            ),
+            (
+                "avx2",
+                std::is_x86_feature_detected!("avx2"),
+                mix_avx2::<u32> as Kernel,
+            ),
+        ] {
+            if !has {
+                continue;
+            }
+            let (mut oa, mut ob) = (vec![0u32; n], vec![0u32; n]);
+            // SAFETY: the feature is there; every buffer holds `n` words.
+            let done = unsafe {
+                f(
+                    a.as_ptr(),
+                    b.as_ptr(),
+                    n,
+                    &steps,
+                    oa.as_mut_ptr(),
+                    ob.as_mut_ptr(),
+                )
+            };
+            assert_eq!(done, 96, "{name}");
+            for l in 0..done {
+                assert_eq!((oa[l], ob[l]), want[l], "{name}, lane {l}");
+            }
+        }
+        // The whole, tail included, on i32 as on u32.
+        let sa: Vec<i32> = a.iter().map(|&x| x as i32).collect();
+        let sb: Vec<i32> = b.iter().map(|&y| y as i32).collect();
+        let (mut oa, mut ob) = (vec![0i32; n], vec![0i32; n]);
+        mix_lanes(&sa, &sb, &steps, &mut oa, &mut ob);
+        for l in 0..n {
+            assert_eq!((oa[l] as u32, ob[l] as u32), want[l], "lane {l}");
+        }
+    }
+
+    #[test]
     fn iota_runs_match_the_formula() {
         let Some((f, _)) = iota_fn(PrimitiveType::S32) else {
             panic!("s32 has an iota");
