@@ -46,6 +46,25 @@ from typing import Callable
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+# XLA allocates every run's outputs, from whichever of its threads runs the
+# step. Under glibc's default heap settings the memory of a large freed
+# output is often handed back to the kernel (unmapped, trimmed off a heap's
+# top, or left in another thread's arena), and the next run faults its pages
+# in again, about 4100 faults for 16 MiB: XLA's broadcast_add took 6 ms a
+# run that way against 0.6-1.2 ms without faults, and softmax_bf16 7.4 ms
+# against 2.2, depending on what the process had compiled before. One arena
+# and no trimming make every run reuse the memory, so XLA is timed at its
+# best. glibc reads these variables at start, so the script runs itself
+# again with them set (oxla's processes inherit them too). 32 MiB is the
+# largest mmap threshold glibc accepts: larger outputs (transpose's 64 MiB)
+# are still mapped afresh on every XLA run. --glibc-heap-defaults measures
+# without them.
+HEAP_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+            "MALLOC_TRIM_THRESHOLD_": str(4 << 30)}
+if (sys.platform.startswith("linux") and "--glibc-heap-defaults" not in sys.argv
+        and any(os.environ.get(k) != v for k, v in HEAP_ENV.items())):
+    os.execve(sys.executable, [sys.executable] + sys.argv, {**os.environ, **HEAP_ENV})
+
 import numpy as np  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -600,7 +619,8 @@ def write_reference(name, inputs, outdir):
 def machine_info():
     info = {"platform": platform.platform(), "python": platform.python_version(),
             "jax": jax.__version__, "numpy": np.__version__,
-            "xla_flags": os.environ.get("XLA_FLAGS", "")}
+            "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "glibc_heap": {k: os.environ[k] for k in HEAP_ENV if k in os.environ}}
     try:
         import jaxlib
         info["jaxlib"] = jaxlib.__version__
@@ -714,6 +734,10 @@ def main():
                     help="seconds allowed for each oxla command (default 20)")
     ap.add_argument("--json", metavar="PATH", help="write every number to PATH")
     ap.add_argument("--machine-info", action="store_true", help="print CPU model and SIMD flags first")
+    ap.add_argument("--glibc-heap-defaults", action="store_true",
+                    help="run under glibc's default heap settings, where XLA's runs may fault their outputs' "
+                         "pages in afresh each time (by default the script sets MALLOC_ARENA_MAX, "
+                         "MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ so that freed memory is reused)")
     ap.add_argument("--keep-tmp", action="store_true",
                     help="keep the temporary directory (inputs, outputs, XLA's optimized HLO)")
     ap.add_argument("--reference-of", metavar="NAME", help=argparse.SUPPRESS)
