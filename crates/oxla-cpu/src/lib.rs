@@ -183,7 +183,14 @@ impl CpuExecutable {
                         format!("while (small-state loop{})", l.counting())
                     }
                     program::Kind::Conditional { .. } => "conditional".to_string(),
-                    program::Kind::Kernel(k) => k.name().to_string(),
+                    program::Kind::Kernel(k) => {
+                        let name_of = |slot: usize| {
+                            comp.instructions()
+                                .get(slot)
+                                .map_or_else(|| format!("value {slot}"), |i| i.name.clone())
+                        };
+                        format!("{}{}", k.name(), k.detail(&name_of))
+                    }
                     program::Kind::Rng(k) => k.name().to_string(),
                     program::Kind::Interpret => format!("interpreted {}", instr.opcode),
                 };

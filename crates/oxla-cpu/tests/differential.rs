@@ -1407,6 +1407,16 @@ ENTRY e {
         !entry.contains("fused reduction") && !entry.contains("fused loop"),
         "{listing}"
     );
+    // The listing names the stages: exp is computed once, kept for a block
+    // of rows, and read by the row sum and the quotient.
+    assert!(
+        entry.contains(
+            "row pipeline of 6 stages, 32 rows a block: m (row reduction), \
+             mf (one value a row), ex (loop, one block kept), s (row reduction), \
+             r (one value a row), q (loop)"
+        ),
+        "{listing}"
+    );
     // Layer norm of bf16 as XLA:CPU computes it: x rounded, and x - mean
     // rounded, are each kept for the stages after the one that computes
     // them (a loop stage first, before the row sum), bit for bit.
@@ -1472,7 +1482,14 @@ ENTRY e {
     }
     let listing = exe.describe();
     let entry = listing.split("\ne:\n").nth(1).unwrap_or_default();
-    assert!(entry.contains("row pipeline"), "{listing}");
+    assert!(
+        entry.contains(
+            "y = row pipeline of 7 stages, 32 rows a block: r (loop, one block kept), \
+             s (row reduction), mf (one value a row), cr (loop, one block kept), \
+             v (row reduction), rf (one value a row), y (loop) (x, zero)"
+        ),
+        "{listing}"
+    );
     assert!(
         !entry.contains("fused reduction") && !entry.contains("fused loop"),
         "{listing}"

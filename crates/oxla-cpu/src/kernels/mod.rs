@@ -81,6 +81,12 @@ pub(crate) trait Kernel: Send + Sync {
     /// What the kernel is, for program listings.
     fn name(&self) -> &'static str;
 
+    /// More of what the kernel is, appended to its name in listings;
+    /// `name_of` names a value slot.
+    fn detail(&self, _name_of: &dyn Fn(usize) -> String) -> String {
+        String::new()
+    }
+
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String>;
 
     /// The kernel as a stage of a row pipeline, if it can be one.

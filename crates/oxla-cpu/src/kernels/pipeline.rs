@@ -120,6 +120,8 @@ pub(crate) struct RowPipeline {
     block: usize,
     /// Elements of the widest stage's space per row.
     widest: usize,
+    /// The value slot each stage computes (for listings).
+    outputs: Vec<usize>,
 }
 
 /// The smallest `k` with `dims[..k]` multiplying to `rows`.
@@ -310,6 +312,7 @@ pub(crate) fn build(chain: &[(Stage, Vec<usize>, usize)]) -> Option<(RowPipeline
             stages,
             block,
             widest,
+            outputs: chain.iter().map(|c| c.2).collect(),
         },
         externals,
     ))
@@ -528,6 +531,30 @@ impl RowPipeline {
 impl Kernel for RowPipeline {
     fn name(&self) -> &'static str {
         "row pipeline"
+    }
+
+    fn detail(&self, name_of: &dyn Fn(usize) -> String) -> String {
+        let stages: Vec<String> = self
+            .stages
+            .iter()
+            .zip(&self.outputs)
+            .enumerate()
+            .map(|(k, (s, &slot))| {
+                let what = match s.walk {
+                    Walk::Rows { .. } if self.local(k) => "loop, one block kept",
+                    Walk::Rows { .. } => "loop",
+                    Walk::Span { .. } => "one value a row",
+                    Walk::Reduce { .. } => "row reduction",
+                };
+                format!("{} ({what})", name_of(slot))
+            })
+            .collect();
+        format!(
+            " of {} stages, {} rows a block: {}",
+            stages.len(),
+            self.block,
+            stages.join(", ")
+        )
     }
 
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
