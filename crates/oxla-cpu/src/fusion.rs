@@ -733,7 +733,24 @@ fn plan_reduce(
         }
         members = cut_inexpressible(comp, k, ty, &members)?;
     };
-    let (mut b, result) = result;
+    let (mut b, mut result) = result;
+    // The maximum (or minimum) of values rounded to the half type is the
+    // rounding of their maximum, rounding being monotonic (signed zeros and
+    // NaN included). The output is rounded to that type anyway, so the
+    // rounding of every element (bf16 softmax's row maximum) goes.
+    let rounding = match out_ty {
+        PrimitiveType::BF16 => Some(Unary::RoundBf16),
+        PrimitiveType::F16 => Some(Unary::RoundF16),
+        _ => None,
+    };
+    if let (Some(round), Src::Reg(r)) = (rounding, result)
+        && r + 1 == b.code.len()
+        && let Some(&Op::Unary(u, src)) = b.code.last()
+        && u == round
+    {
+        b.code.pop();
+        result = src;
+    }
     let init_input = b.input(instr.operands[1].index());
     let input_loop = b.finish(result, ty, &in_dims)?;
     let reduced_dims = instr.attrs.dimensions.as_ref()?;

@@ -2622,3 +2622,107 @@ ENTRY e {{
     // instead of n + f2, far outside the tolerance.
     check(&text, 1e-3);
 }
+
+/// A row maximum or minimum of f32 values converted to bf16 or f16 rounds
+/// once per row, the f32 extremum, instead of every element: the results
+/// are those of rounding every element first, bit for bit, through ties to
+/// even, signed zeros, infinities, values that round to infinity or up a
+/// binade, denormals and NaN.
+#[test]
+fn half_row_extrema_round_the_extremum_once() {
+    let specials = [
+        0.0f32,
+        -0.0,
+        1.0,
+        1.0 + 1.0 / 256.0,     // a bf16 tie, to 1
+        1.0 + 3.0 / 256.0,     // a bf16 tie, up to 1 + 4/256
+        1.0 + 1.0 / 2048.0,    // an f16 tie, to 1
+        -(1.0 + 3.0 / 2048.0), // an f16 tie, down to -(1 + 4/2048)
+        f32::MAX,              // to infinity in bf16 and f16
+        65519.0,               // f16's largest finite
+        65520.0,               // f16: to infinity
+        -3.0e38,
+        1.0e-40,  // an f32 denormal
+        -1.0e-45, // to -0
+        6.0e-8,   // an f16 denormal
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        2.0 - 1.0 / 65536.0, // up a binade in bf16
+    ];
+    let (rows, cols) = (64usize, 300usize);
+    let mut seed = 5u64;
+    let x: Vec<f32> = (0..rows * cols)
+        .map(|i| {
+            let (r, c) = (i / cols, i % cols);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let pick = (seed >> 33) as usize;
+            if r % 8 == 3 && c == (r * 37) % cols {
+                // A NaN in some rows, quiet or signalling, either sign.
+                f32::from_bits([0x7fc0_0000, 0xff80_0001, 0x7f80_1234][r % 3])
+            } else if r % 2 == 0 {
+                specials[pick % specials.len()]
+            } else {
+                // Near values that straddle rounding boundaries.
+                let base = specials[(r / 2) % specials.len()];
+                f32::from_bits(
+                    base.to_bits()
+                        .wrapping_add((pick % 5) as u32)
+                        .wrapping_sub(2),
+                )
+            }
+        })
+        .collect();
+    let args = [Literal::from_vec(&[rows as i64, cols as i64], x).unwrap()];
+    for half in ["bf16", "f16"] {
+        for (op, init) in [("maximum", "-inf"), ("minimum", "inf")] {
+            let text = format!(
+                "HloModule m
+r {{
+  a = {half}[] parameter(0)
+  b = {half}[] parameter(1)
+  ROOT m = {half}[] {op}(a, b)
+}}
+ENTRY e {{
+  x = f32[{rows},{cols}] parameter(0)
+  h = {half}[{rows},{cols}] convert(x)
+  i = {half}[] constant({init})
+  ROOT m = {half}[{rows}] reduce(h, i), dimensions={{1}}, to_apply=r
+}}
+"
+            );
+            let module = oxla_text::parse_module(&text).unwrap();
+            let exe = oxla_cpu::compile(&module).unwrap();
+            let options = EvalOptions::default();
+            let got = exe.execute(&args, &options, &NoServices).unwrap();
+            let want = oxla_interp::evaluate(&module, &args, &options, &NoServices).unwrap();
+            let bits = |l: &Literal| -> Vec<u16> {
+                match l {
+                    Literal::Array(a) => match a.data() {
+                        ArrayData::BF16(v) => v.iter().map(|h| h.to_bits()).collect(),
+                        ArrayData::F16(v) => v.iter().map(|h| h.to_bits()).collect(),
+                        other => panic!("{half} {op}: {:?}", other.element_type()),
+                    },
+                    other => panic!("{half} {op}: {}", other.shape()),
+                }
+            };
+            let (g, w) = (bits(&got), bits(&want));
+            // NaN when the row has one (its payload is not pinned down).
+            let exp_mask = if half == "bf16" { 0x7f80 } else { 0x7c00 };
+            let nan = |b: u16| b & exp_mask == exp_mask && b & !(exp_mask | 0x8000) != 0;
+            for (r, (a, b)) in g.iter().zip(&w).enumerate() {
+                assert!(
+                    a == b || (nan(*a) && nan(*b)),
+                    "{half} {op}, row {r}: {a:#06x}, expected {b:#06x}"
+                );
+            }
+            assert!(w.iter().any(|&b| nan(b)) && w.iter().any(|&b| !nan(b)));
+            assert!(
+                exe.describe().contains("fused reduction"),
+                "{}",
+                exe.describe()
+            );
+        }
+    }
+}
