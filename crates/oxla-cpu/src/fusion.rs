@@ -738,12 +738,7 @@ fn plan_reduce(
     // rounding of their maximum, rounding being monotonic (signed zeros and
     // NaN included). The output is rounded to that type anyway, so the
     // rounding of every element (bf16 softmax's row maximum) goes.
-    let rounding = match out_ty {
-        PrimitiveType::BF16 => Some(Unary::RoundBf16),
-        PrimitiveType::F16 => Some(Unary::RoundF16),
-        _ => None,
-    };
-    if let (Some(round), Src::Reg(r)) = (rounding, result)
+    if let (Some(round), Src::Reg(r)) = (half_rounding(instr), result)
         && r + 1 == b.code.len()
         && let Some(&Op::Unary(u, src)) = b.code.last()
         && u == round
