@@ -375,8 +375,26 @@ enum TypedOp {
     Convert(crate::kernels::typed::ConvertFn),
 }
 
+/// Logic on predicates (comparisons of predicates too): float loops
+/// compute it (as 0/1 values), and so do typed loops, where it joins the
+/// integer comparisons it combines.
+fn pred_logic(comp: &HloComputation, instr: &HloInstruction) -> bool {
+    let pred = PrimitiveType::Pred;
+    match instr.opcode {
+        Opcode::And | Opcode::Or | Opcode::Xor | Opcode::Not => {
+            instr.shape.element_type() == Some(pred)
+        }
+        Opcode::Compare => instr
+            .operands
+            .first()
+            .is_some_and(|o| comp.instruction(*o).shape.element_type() == Some(pred)),
+        _ => false,
+    }
+}
+
 /// `instr` as a typed operation over operands of its own dimensions, if it
-/// is one the float loops do not compute (or, with `floats`, any).
+/// is one the float loops do not compute (or, with `floats`, any); logic
+/// on predicates either way.
 fn typed_op(comp: &HloComputation, instr: &HloInstruction, floats: bool) -> Option<TypedOp> {
     use crate::kernels::typed;
     let out = instr.shape.as_array()?;
@@ -385,7 +403,7 @@ fn typed_op(comp: &HloComputation, instr: &HloInstruction, floats: bool) -> Opti
         .iter()
         .map(|o| comp.instruction(*o).shape.as_array())
         .collect::<Option<_>>()?;
-    if (!floats && compute_type(comp, instr).is_some())
+    if (!floats && compute_type(comp, instr).is_some() && !pred_logic(comp, instr))
         || operands.iter().any(|a| a.dims() != out.dims())
     {
         return None;
@@ -400,6 +418,9 @@ fn typed_op(comp: &HloComputation, instr: &HloInstruction, floats: bool) -> Opti
         }
         (Opcode::BitcastConvert, [x]) => {
             typed::bitcast_fn(x.element_type(), out.element_type()).map(TypedOp::Convert)
+        }
+        (op, [x]) if x.element_type() == out.element_type() => {
+            typed::unary_fn(op, out.element_type()).map(TypedOp::Convert)
         }
         (_, [_, _]) => typed::binary_fn(instr, comp).map(|t| TypedOp::Binary(t.array)),
         _ => None,
@@ -595,7 +616,9 @@ fn plan_tiled(
         node_of.insert(m, nodes.len() - 1);
     }
     if floats {
-        let typed_only = |m: &usize| self::typed_op(comp, &instrs[*m], false).is_some();
+        let typed_only = |m: &usize| {
+            !pred_logic(comp, &instrs[*m]) && self::typed_op(comp, &instrs[*m], false).is_some()
+        };
         let fusible_array = |i: &usize| {
             let instr = &instrs[*i];
             let scalar = instr.shape.as_array().and_then(|a| a.element_count().ok()) == Some(1);

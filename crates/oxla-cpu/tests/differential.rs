@@ -2726,3 +2726,188 @@ ENTRY e {{
         }
     }
 }
+
+/// `n` values of an integer type cycling through its edge cases (zero, one,
+/// minus one, the minimum and maximum) and a spread of others, as i128.
+fn integer_edges(bits: u32, signed: bool, n: usize, seed: u64) -> Vec<i128> {
+    let (min, max) = if signed {
+        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+    } else {
+        (0, (1i128 << bits) - 1)
+    };
+    let edges = [0, 1, -1, 2, -2, 7, -7, min, max, min + 1, max - 1];
+    let mut s = seed;
+    (0..n)
+        .map(|i| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let v = match i % 3 {
+                0 => edges[(s >> 33) as usize % edges.len()],
+                1 => ((s >> 40) as i128 % 200) - 100,
+                _ => min + (s >> 1) as i128 % (max - min + 1),
+            };
+            v.clamp(min, max)
+        })
+        .collect()
+}
+
+fn integer_literal(ty: PrimitiveType, dims: &[i64], v: &[i128]) -> Literal {
+    let data = match ty {
+        PrimitiveType::S8 => ArrayData::S8(v.iter().map(|&x| x as i8).collect()),
+        PrimitiveType::S16 => ArrayData::S16(v.iter().map(|&x| x as i16).collect()),
+        PrimitiveType::S32 => ArrayData::S32(v.iter().map(|&x| x as i32).collect()),
+        PrimitiveType::S64 => ArrayData::S64(v.iter().map(|&x| x as i64).collect()),
+        PrimitiveType::U8 => ArrayData::U8(v.iter().map(|&x| x as u8).collect()),
+        PrimitiveType::U16 => ArrayData::U16(v.iter().map(|&x| x as u16).collect()),
+        PrimitiveType::U32 => ArrayData::U32(v.iter().map(|&x| x as u32).collect()),
+        PrimitiveType::U64 => ArrayData::U64(v.iter().map(|&x| x as u64).collect()),
+        other => panic!("not an integer type: {other}"),
+    };
+    let shape = oxla_hlo::ArrayShape::new(ty, dims.to_vec()).unwrap();
+    Literal::Array(ArrayLiteral::new(shape, data).unwrap())
+}
+
+#[test]
+fn integer_division_and_operations_of_one_integer_in_every_width() {
+    use PrimitiveType::*;
+    for (ty, bits, signed) in [
+        (S8, 8, true),
+        (S16, 16, true),
+        (S32, 32, true),
+        (S64, 64, true),
+        (U8, 8, false),
+        (U16, 16, false),
+        (U32, 32, false),
+        (U64, 64, false),
+    ] {
+        let t = ty.to_string();
+        // (abs, negate and sign are for signed integers only.)
+        let ones = if signed {
+            format!(
+                "x = {t}[300,400] abs(a)\n  n = {t}[300,400] negate(x)\n  g = {t}[300,400] sign(n)"
+            )
+        } else {
+            format!(
+                "x = {t}[300,400] not(a)\n  n = {t}[300,400] popcnt(x)\n  g = {t}[300,400] count-leading-zeros(n)"
+            )
+        };
+        // Quotients and remainders of arrays (zero and MIN / -1 included),
+        // by a broadcast divisor (fused with it), and a chain of the
+        // operations of one integer.
+        let text = format!(
+            "HloModule t\nENTRY e {{\n  a = {t}[300,400] parameter(0)\n  b = {t}[300,400] parameter(1)\n  \
+             d = {t}[300,400] divide(a, b)\n  r = {t}[300,400] remainder(a, b)\n  \
+             seven = {t}[] constant(7)\n  s = {t}[300,400] broadcast(seven), dimensions={{}}\n  \
+             q = {t}[300,400] divide(a, s)\n  m = {t}[300,400] remainder(q, s)\n  \
+             {ones}\n  \
+             o = {t}[300,400] not(g)\n  p = {t}[300,400] popcnt(b)\n  c = {t}[300,400] count-leading-zeros(p)\n  \
+             y = {t}[300,400] add(o, c)\n  z = {t}[300,400] multiply(m, y)\n  \
+             ROOT t = ({t}[300,400], {t}[300,400], {t}[300,400], {t}[300,400]) tuple(d, r, z, g)\n}}\n"
+        );
+        let module = oxla_text::parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let options = EvalOptions::default();
+        let exe = oxla_cpu::compile(&module).unwrap();
+        let listing = exe.describe();
+        assert!(
+            !listing.contains("(scalar)"),
+            "{t}: scalar loops remain:\n{listing}"
+        );
+        for seed in [3, 4] {
+            let args = [
+                integer_literal(ty, &[300, 400], &integer_edges(bits, signed, 120_000, seed)),
+                integer_literal(
+                    ty,
+                    &[300, 400],
+                    &integer_edges(bits, signed, 120_000, seed + 9),
+                ),
+            ];
+            let want = oxla_interp::evaluate(&module, &args, &options, &NoServices).unwrap();
+            let got = exe.execute(&args, &options, &NoServices).unwrap();
+            if let Some(m) = got.first_mismatch(&want, 0.0, 0.0) {
+                panic!("{t}, seed {seed}: {m}\n{listing}");
+            }
+        }
+    }
+}
+
+#[test]
+fn integer_division_follows_xla_at_zero_and_overflow() {
+    // Exact values (the interpreter's rules are XLA's): x / 0 is all ones,
+    // x % 0 is x, MIN / -1 is MIN and MIN % -1 is 0, truncation toward
+    // zero with the remainder taking the dividend's sign; on vectors long
+    // enough for the vector loops.
+    let a: Vec<i32> = [i32::MIN, i32::MIN, 7, -7, 7, -7, 5, i32::MAX, 0, i32::MIN]
+        .repeat(1000)
+        .to_vec();
+    let b: Vec<i32> = [-1, 0, 2, 2, -2, -2, 0, -1, 0, 1].repeat(1000).to_vec();
+    let text = "HloModule t\nENTRY e {\n  a = s32[10000] parameter(0)\n  b = s32[10000] parameter(1)\n  d = s32[10000] divide(a, b)\n  r = s32[10000] remainder(a, b)\n  ROOT t = (s32[10000], s32[10000]) tuple(d, r)\n}\n";
+    let module = oxla_text::parse_module(text).unwrap();
+    let exe = oxla_cpu::compile(&module).unwrap();
+    let lit = |v: &[i32]| {
+        let shape = oxla_hlo::ArrayShape::new(PrimitiveType::S32, vec![v.len() as i64]).unwrap();
+        Literal::Array(ArrayLiteral::new(shape, ArrayData::S32(v.to_vec())).unwrap())
+    };
+    let got = exe
+        .execute(&[lit(&a), lit(&b)], &EvalOptions::default(), &NoServices)
+        .unwrap();
+    let Literal::Tuple(parts) = got else {
+        panic!("a tuple")
+    };
+    let values = |l: &Literal| match l {
+        Literal::Array(x) => match x.data() {
+            ArrayData::S32(v) => v[..10].to_vec(),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        values(&parts[0]),
+        [i32::MIN, -1, 3, -3, -3, 3, -1, -i32::MAX, -1, i32::MIN]
+    );
+    assert_eq!(values(&parts[1]), [0, i32::MIN, 1, -1, 1, -1, 5, 0, 0, 0]);
+}
+
+#[test]
+fn complex_absolute_values_match_the_interpreter_bit_for_bit() {
+    use oxla_hlo::num_complex::Complex32;
+    // Parts over the whole f32 range: random bit patterns (NaNs, infinities,
+    // subnormals, huge and tiny values), Pythagorean triples, and values
+    // whose magnitude is tiny next to the other part's.
+    let mut s = 11u64;
+    let mut bits = || {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (s >> 32) as u32
+    };
+    let mut z: Vec<Complex32> = (0..60_000)
+        .map(|_| Complex32::new(f32::from_bits(bits()), f32::from_bits(bits())))
+        .collect();
+    z.extend((1..2000).map(|k| Complex32::new(3.0 * k as f32, 4.0 * k as f32)));
+    z.extend((0..2000).map(|k| Complex32::new(1.0 + k as f32, 1e-30 * k as f32)));
+    z.extend([
+        Complex32::new(f32::INFINITY, f32::NAN),
+        Complex32::new(f32::NAN, f32::NEG_INFINITY),
+        Complex32::new(f32::MAX, f32::MAX),
+        Complex32::new(1e-45, -1e-45),
+        Complex32::new(0.0, -0.0),
+    ]);
+    let n = z.len() as i64;
+    let text = format!(
+        "HloModule t\nENTRY e {{\n  z = c64[{n}] parameter(0)\n  ROOT a = f32[{n}] abs(z)\n}}\n"
+    );
+    let shape = oxla_hlo::ArrayShape::new(PrimitiveType::C64, vec![n]).unwrap();
+    let args = [Literal::Array(
+        ArrayLiteral::new(shape, ArrayData::C64(z)).unwrap(),
+    )];
+    let (got, want) = run_both(&text, &args);
+    assert!(
+        got.bitwise_eq(&want),
+        "c64 abs differs from the interpreter"
+    );
+    let listing = oxla_cpu::compile(&oxla_text::parse_module(&text).unwrap())
+        .unwrap()
+        .describe();
+    assert!(listing.contains("(typed)"), "{listing}");
+}

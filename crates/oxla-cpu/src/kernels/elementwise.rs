@@ -1,6 +1,7 @@
 //! Element-wise operations the vector loops do not cover (integers, f16,
 //! bf16, complex, conversions between types). Common integer and predicate
-//! arithmetic, comparisons and selects run as typed loops (`typed`); the
+//! arithmetic (division too), operations of one integer, comparisons,
+//! selects and complex absolute values run as typed loops (`typed`); the
 //! rest element by element with the interpreter's own scalar semantics.
 //! Either way results agree with the interpreter bit for bit.
 
@@ -58,6 +59,16 @@ pub(crate) fn plan(instr: &HloInstruction, comp: &HloComputation) -> Option<Elem
             .shape
             .element_type()?;
         typed::convert_fn(from, shape.element_type()).map(Typed::Convert)
+    } else if let [x] = instr.operands.as_slice()
+        && let Some(from) = comp.instruction(*x).shape.element_type()
+    {
+        if from == shape.element_type() {
+            typed::unary_fn(instr.opcode, from).map(Typed::Convert)
+        } else if instr.opcode == Opcode::Abs {
+            typed::complex_abs_fn(from).map(Typed::Convert)
+        } else {
+            None
+        }
     } else {
         typed::binary_fn(instr, comp).map(|t| Typed::Binary(t.array))
     };

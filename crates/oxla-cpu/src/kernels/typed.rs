@@ -3,9 +3,9 @@
 //! compiling) as a plain function of the operands' storage. Small-state
 //! loops run their counters and flags with them, and element-wise kernels
 //! on integers use them instead of the interpreter's scalar semantics.
-//! Integer arithmetic wraps and division is left out (XLA's rules for zero
-//! and overflow are the interpreter's), float maximum and minimum are
-//! XLA's, so results agree with the interpreter bit for bit.
+//! Integer arithmetic wraps, integer division follows XLA's rules for zero
+//! and overflow, float maximum and minimum are XLA's, so results agree
+//! with the interpreter bit for bit.
 
 use oxla_hlo::ir::{ComparisonDirection, ComparisonType};
 use oxla_hlo::{
@@ -30,6 +30,7 @@ enum Arith {
     ShiftLeft,
     ShiftRightLogical,
     ShiftRightArithmetic,
+    Rem,
 }
 
 fn float_type(t: PrimitiveType) -> bool {
@@ -39,9 +40,12 @@ fn float_type(t: PrimitiveType) -> bool {
 fn int_type(t: PrimitiveType) -> bool {
     matches!(
         t,
-        PrimitiveType::S32
+        PrimitiveType::S8
+            | PrimitiveType::S16
+            | PrimitiveType::S32
             | PrimitiveType::S64
             | PrimitiveType::U8
+            | PrimitiveType::U16
             | PrimitiveType::U32
             | PrimitiveType::U64
     )
@@ -61,6 +65,7 @@ fn arith_of(op: Opcode, ty: PrimitiveType) -> Option<Arith> {
         Opcode::ShiftLeft => Arith::ShiftLeft,
         Opcode::ShiftRightLogical => Arith::ShiftRightLogical,
         Opcode::ShiftRightArithmetic => Arith::ShiftRightArithmetic,
+        Opcode::Remainder => Arith::Rem,
         _ => return None,
     };
     let ok = if float_type(ty) {
@@ -69,8 +74,7 @@ fn arith_of(op: Opcode, ty: PrimitiveType) -> Option<Arith> {
             Arith::Add | Arith::Sub | Arith::Mul | Arith::Div | Arith::Max | Arith::Min
         )
     } else if int_type(ty) {
-        // Integer division has XLA's rules for zero and overflow: not here.
-        !matches!(a, Arith::Div)
+        true
     } else {
         ty == PrimitiveType::Pred && matches!(a, Arith::And | Arith::Or | Arith::Xor)
     };
@@ -82,7 +86,10 @@ fn plain_comparison(ty: PrimitiveType, ct: Option<ComparisonType>) -> bool {
     if float_type(ty) {
         matches!(ct, None | Some(ComparisonType::Float))
     } else if int_type(ty) {
-        let signed = matches!(ty, PrimitiveType::S32 | PrimitiveType::S64);
+        let signed = matches!(
+            ty,
+            PrimitiveType::S8 | PrimitiveType::S16 | PrimitiveType::S32 | PrimitiveType::S64
+        );
         match ct {
             None => true,
             Some(ComparisonType::Signed) => signed,
@@ -90,7 +97,8 @@ fn plain_comparison(ty: PrimitiveType, ct: Option<ComparisonType>) -> bool {
             _ => false,
         }
     } else {
-        false
+        // Predicates compare as unsigned integers (false < true).
+        ty == PrimitiveType::Pred && matches!(ct, None | Some(ComparisonType::Unsigned))
     }
 }
 
@@ -192,6 +200,7 @@ const XOR: u8 = 8;
 const SHL: u8 = 9;
 const SHR: u8 = 10;
 const SAR: u8 = 11;
+const REM: u8 = 12;
 
 /// Arithmetic of one element type; `OP` is one of the constants above that
 /// [`arith_of`] allows for the type (others are never instantiated for it).
@@ -213,6 +222,9 @@ macro_rules! int_lanes {
                 let amount = b as $unsigned;
                 let inside = amount < <$t>::BITS as $unsigned;
                 let by = (amount as u32) & (<$t>::BITS - 1);
+                if OP == DIV || OP == REM {
+                    return int_divide::<$t, OP>(a, b);
+                }
                 match OP {
                     ADD => a.wrapping_add(b),
                     SUB => a.wrapping_sub(b),
@@ -243,7 +255,103 @@ macro_rules! int_lanes {
     )*};
 }
 
-int_lanes!(i32: u32, i32, i64: u64, i64, u8: u8, i8, u32: u32, i32, u64: u64, i64);
+int_lanes!(
+    i8: u8, i8, i16: u16, i16, i32: u32, i32, i64: u64, i64, u8: u8, i8, u16: u16, i16, u32: u32,
+    i32, u64: u64, i64
+);
+
+/// Integers as the division below needs them.
+trait Divisible: Copy + PartialEq {
+    const ZERO: Self;
+    /// All bits set: -1 signed, the maximum unsigned.
+    const ONES: Self;
+    /// The one quotient that overflows, `MIN / -1`, has dividend `MIN`
+    /// (`None` for unsigned types).
+    const OVERFLOWS: Option<Self>;
+    const BITS: u32;
+    const ONE: Self;
+    fn to_f64(self) -> f64;
+    /// `v` truncated.
+    ///
+    /// # Safety
+    /// `v` truncated must be a value of the type (a quotient of two of its
+    /// values that does not overflow).
+    unsafe fn from_f64_unchecked(v: f64) -> Self;
+    fn wrapping_div(self, b: Self) -> Self;
+    fn wrapping_sub(self, b: Self) -> Self;
+    fn wrapping_mul(self, b: Self) -> Self;
+}
+
+macro_rules! divisible {
+    ($($t:ty),*) => {$(
+        impl Divisible for $t {
+            const ZERO: $t = 0;
+            const ONES: $t = !0;
+            const OVERFLOWS: Option<$t> = if <$t>::MIN == 0 { None } else { Some(<$t>::MIN) };
+            const BITS: u32 = <$t>::BITS;
+            const ONE: $t = 1;
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            #[inline(always)]
+            unsafe fn from_f64_unchecked(v: f64) -> $t {
+                // SAFETY: the caller keeps `v` in the type's range.
+                unsafe { v.to_int_unchecked::<$t>() }
+            }
+            #[inline(always)]
+            fn wrapping_div(self, b: $t) -> $t {
+                <$t>::wrapping_div(self, b)
+            }
+            #[inline(always)]
+            fn wrapping_sub(self, b: $t) -> $t {
+                <$t>::wrapping_sub(self, b)
+            }
+            #[inline(always)]
+            fn wrapping_mul(self, b: $t) -> $t {
+                <$t>::wrapping_mul(self, b)
+            }
+        }
+    )*};
+}
+
+divisible!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+/// XLA's integer division (`OP` = DIV) or remainder (REM): `x / 0` is all
+/// ones and `x % 0` is `x`; `MIN / -1` is `MIN` and `MIN % -1` is 0; the
+/// quotient is truncated and the remainder takes the dividend's sign.
+///
+/// Types of up to 32 bits divide in f64, which vector units do (x86 has
+/// no integer vector division): both operands are exact there, and the
+/// rounded quotient's error, at most `2^32 * 2^-53 / |b|`, is less than
+/// the `1 / |b|` between a quotient that is not an integer and the nearest
+/// integer, so truncating it gives the integer quotient. A zero divisor,
+/// and the `-1` of the one quotient outside the type's range (`MIN / -1`,
+/// whose quotient is `MIN` again), become 1, so every quotient converted is
+/// in range, which lets the conversion skip saturating: written so, without
+/// branches, loops of it vectorise.
+#[inline(always)]
+fn int_divide<T: Divisible, const OP: u8>(a: T, b: T) -> T {
+    let zero = b == T::ZERO;
+    let q = if T::BITS <= 32 {
+        let overflow = T::OVERFLOWS == Some(a) && b == T::ONES;
+        let d = if zero || overflow { T::ONE } else { b };
+        // SAFETY: `|d| >= 1` and `d` is not -1 when `a` is `MIN`, so the
+        // truncated quotient `a / d` is a value of the type.
+        unsafe { T::from_f64_unchecked(a.to_f64() / d.to_f64()) }
+    } else if zero {
+        T::ZERO
+    } else {
+        a.wrapping_div(b)
+    };
+    if OP == DIV {
+        if zero { T::ONES } else { q }
+    } else if zero {
+        a
+    } else {
+        a.wrapping_sub(q.wrapping_mul(b))
+    }
+}
 
 macro_rules! float_lanes {
     ($($t:ty),*) => {$(
@@ -459,14 +567,18 @@ fn arith_fn(op: Arith, ty: PrimitiveType) -> Option<Typed> {
             Arith::ShiftLeft => both::<T, SHL>(),
             Arith::ShiftRightLogical => both::<T, SHR>(),
             Arith::ShiftRightArithmetic => both::<T, SAR>(),
+            Arith::Rem => both::<T, REM>(),
         }
     }
     Some(match ty {
         PrimitiveType::F32 => pick::<f32>(op),
         PrimitiveType::F64 => pick::<f64>(op),
+        PrimitiveType::S8 => pick::<i8>(op),
+        PrimitiveType::S16 => pick::<i16>(op),
         PrimitiveType::S32 => pick::<i32>(op),
         PrimitiveType::S64 => pick::<i64>(op),
         PrimitiveType::U8 => pick::<u8>(op),
+        PrimitiveType::U16 => pick::<u16>(op),
         PrimitiveType::U32 => pick::<u32>(op),
         PrimitiveType::U64 => pick::<u64>(op),
         PrimitiveType::Pred => pick::<bool>(op),
@@ -528,11 +640,15 @@ fn compare_fn(dir: ComparisonDirection, ty: PrimitiveType) -> Option<Typed> {
     Some(match ty {
         PrimitiveType::F32 => pick::<f32>(dir),
         PrimitiveType::F64 => pick::<f64>(dir),
+        PrimitiveType::S8 => pick::<i8>(dir),
+        PrimitiveType::S16 => pick::<i16>(dir),
         PrimitiveType::S32 => pick::<i32>(dir),
         PrimitiveType::S64 => pick::<i64>(dir),
         PrimitiveType::U8 => pick::<u8>(dir),
+        PrimitiveType::U16 => pick::<u16>(dir),
         PrimitiveType::U32 => pick::<u32>(dir),
         PrimitiveType::U64 => pick::<u64>(dir),
+        PrimitiveType::Pred => pick::<bool>(dir),
         _ => return None,
     })
 }
@@ -576,9 +692,12 @@ pub(crate) fn bits_of(data: &ArrayData) -> Option<u64> {
     match data {
         ArrayData::F32(v) => go(v),
         ArrayData::F64(v) => go(v),
+        ArrayData::S8(v) => go(v),
+        ArrayData::S16(v) => go(v),
         ArrayData::S32(v) => go(v),
         ArrayData::S64(v) => go(v),
         ArrayData::U8(v) => go(v),
+        ArrayData::U16(v) => go(v),
         ArrayData::U32(v) => go(v),
         ArrayData::U64(v) => go(v),
         ArrayData::Pred(v) => go(v),
@@ -600,9 +719,12 @@ pub(crate) fn set_bits(data: &mut ArrayData, bits: u64) -> bool {
     match data {
         ArrayData::F32(v) => go(v, bits),
         ArrayData::F64(v) => go(v, bits),
+        ArrayData::S8(v) => go(v, bits),
+        ArrayData::S16(v) => go(v, bits),
         ArrayData::S32(v) => go(v, bits),
         ArrayData::S64(v) => go(v, bits),
         ArrayData::U8(v) => go(v, bits),
+        ArrayData::U16(v) => go(v, bits),
         ArrayData::U32(v) => go(v, bits),
         ArrayData::U64(v) => go(v, bits),
         ArrayData::Pred(v) => go(v, bits),
@@ -612,6 +734,149 @@ pub(crate) fn set_bits(data: &mut ArrayData, bits: u64) -> bool {
 
 /// A typed conversion of every element of an array into another's storage.
 pub(crate) type ConvertFn = fn(&ArrayData, &mut ArrayData) -> bool;
+
+const ABS: u8 = 0;
+const NEG: u8 = 1;
+const SIGN: u8 = 2;
+const NOT: u8 = 3;
+const POPCNT: u8 = 4;
+const CLZ: u8 = 5;
+
+/// Integer operations of one operand, as the interpreter computes them:
+/// wrapping absolute value and negation, the sign as -1, 0 or 1 (0 or 1
+/// unsigned), bitwise not, population count and leading zeros.
+trait IntUnary: NativeType + Copy {
+    fn unary<const OP: u8>(self) -> Self;
+}
+
+macro_rules! int_unary {
+    ($($t:ty: $signed:ty),*) => {$(
+        impl IntUnary for $t {
+            #[inline(always)]
+            fn unary<const OP: u8>(self) -> $t {
+                let signed = <$t>::MIN != 0;
+                match OP {
+                    ABS if signed => (self as $signed).wrapping_abs() as $t,
+                    ABS => self,
+                    NEG => self.wrapping_neg(),
+                    SIGN if signed => (self as $signed).signum() as $t,
+                    SIGN => (self != 0) as $t,
+                    NOT => !self,
+                    POPCNT => self.count_ones() as $t,
+                    _ => self.leading_zeros() as $t,
+                }
+            }
+        }
+    )*};
+}
+
+int_unary!(i8: i8, i16: i16, i32: i32, i64: i64, u8: i8, u16: i16, u32: i32, u64: i64);
+
+fn unary_typed<T: IntUnary, const OP: u8>(x: &ArrayData, o: &mut ArrayData) -> bool {
+    match (T::slice(x), T::slice_mut(o)) {
+        (Some(x), Some(o)) if x.len() == o.len() => {
+            vectorized(o.len(), move || {
+                for (o, &x) in o.iter_mut().zip(x) {
+                    *o = x.unary::<OP>();
+                }
+            });
+            true
+        }
+        _ => false,
+    }
+}
+
+fn not_pred(x: &ArrayData, o: &mut ArrayData) -> bool {
+    match (x, o) {
+        (ArrayData::Pred(x), ArrayData::Pred(o)) if x.len() == o.len() => {
+            o.iter_mut().zip(x).for_each(|(o, &x)| *o = !x);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// `|re + i im|` of a c64 as the interpreter computes it: f64 `hypot` of
+/// the parts, rounded to f32. In f64 the squares of f32 parts are exact and
+/// `sqrt(re^2 + im^2)` is within 1.5 ulp of the true value, which `hypot` is
+/// within 1 ulp of, so both round to the same f32 unless they sit within a
+/// few ulp of a point halfway between two f32 values (or in f32's subnormal
+/// range, or are not finite): only then is `hypot` called.
+#[inline(always)]
+fn abs_c64_one(re: f32, im: f32) -> f32 {
+    let (a, b) = (f64::from(re), f64::from(im));
+    let r = (a * a + b * b).sqrt();
+    // The 29 bits rounding to f32 drops, and their pattern halfway.
+    let dropped = r.to_bits() & 0x1fff_ffff;
+    let near_half = dropped.abs_diff(0x1000_0000) <= 4;
+    if near_half || !(r >= f64::from(f32::MIN_POSITIVE) && r.is_finite()) {
+        a.hypot(b) as f32
+    } else {
+        r as f32
+    }
+}
+
+fn abs_c64(x: &ArrayData, o: &mut ArrayData) -> bool {
+    match (x, o) {
+        (ArrayData::C64(x), ArrayData::F32(o)) if x.len() == o.len() => {
+            vectorized(o.len(), move || {
+                for (o, z) in o.iter_mut().zip(x) {
+                    *o = abs_c64_one(z.re, z.im);
+                }
+            });
+            true
+        }
+        _ => false,
+    }
+}
+
+fn abs_c128(x: &ArrayData, o: &mut ArrayData) -> bool {
+    match (x, o) {
+        (ArrayData::C128(x), ArrayData::F64(o)) if x.len() == o.len() => {
+            o.iter_mut().zip(x).for_each(|(o, z)| *o = z.re.hypot(z.im));
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The absolute value of complex numbers of type `ty` (c64 or c128), as a
+/// typed loop into their real type.
+pub(crate) fn complex_abs_fn(ty: PrimitiveType) -> Option<ConvertFn> {
+    match ty {
+        PrimitiveType::C64 => Some(abs_c64),
+        PrimitiveType::C128 => Some(abs_c128),
+        _ => None,
+    }
+}
+
+/// The typed loop of `op`, an operation of one operand, on integers of
+/// type `ty` (result of the same type), or `not` on predicates.
+pub(crate) fn unary_fn(op: Opcode, ty: PrimitiveType) -> Option<ConvertFn> {
+    fn pick<T: IntUnary>(op: Opcode) -> Option<ConvertFn> {
+        Some(match op {
+            Opcode::Abs => unary_typed::<T, ABS>,
+            Opcode::Negate => unary_typed::<T, NEG>,
+            Opcode::Sign => unary_typed::<T, SIGN>,
+            Opcode::Not => unary_typed::<T, NOT>,
+            Opcode::PopCnt => unary_typed::<T, POPCNT>,
+            Opcode::Clz => unary_typed::<T, CLZ>,
+            _ => return None,
+        })
+    }
+    match ty {
+        PrimitiveType::S8 => pick::<i8>(op),
+        PrimitiveType::S16 => pick::<i16>(op),
+        PrimitiveType::S32 => pick::<i32>(op),
+        PrimitiveType::S64 => pick::<i64>(op),
+        PrimitiveType::U8 => pick::<u8>(op),
+        PrimitiveType::U16 => pick::<u16>(op),
+        PrimitiveType::U32 => pick::<u32>(op),
+        PrimitiveType::U64 => pick::<u64>(op),
+        PrimitiveType::Pred if op == Opcode::Not => Some(not_pred),
+        _ => None,
+    }
+}
 
 fn convert_with<S: NativeType, D: NativeType>(
     x: &ArrayData,
@@ -855,9 +1120,12 @@ pub(crate) fn fold_fn(op: Opcode, ty: PrimitiveType) -> Option<FoldFn> {
     }
     let op = arith_of(op, ty)?;
     match ty {
+        PrimitiveType::S8 => pick::<i8>(op),
+        PrimitiveType::S16 => pick::<i16>(op),
         PrimitiveType::S32 => pick::<i32>(op),
         PrimitiveType::S64 => pick::<i64>(op),
         PrimitiveType::U8 => pick::<u8>(op),
+        PrimitiveType::U16 => pick::<u16>(op),
         PrimitiveType::U32 => pick::<u32>(op),
         PrimitiveType::U64 => pick::<u64>(op),
         PrimitiveType::Pred => pick::<bool>(op),
