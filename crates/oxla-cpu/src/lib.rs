@@ -82,6 +82,11 @@ fn has_parallel_work(module: &HloModule) -> bool {
                     | oxla_hlo::Opcode::SelectAndScatter
             );
             big(&i.shape, kernels::fused::PARALLEL_MIN)
+                || (i.opcode == oxla_hlo::Opcode::Fft
+                    && (big(&i.shape, kernels::fft::FFT_PARALLEL_MIN)
+                        || i.operands.iter().any(|&o| {
+                            big(&c.instruction(o).shape, kernels::fft::FFT_PARALLEL_MIN)
+                        })))
                 || (rows
                     && (big(&i.shape, ROWS_SPLIT_MIN)
                         || i.operands

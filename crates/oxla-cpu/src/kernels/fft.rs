@@ -19,6 +19,11 @@ use rustfft::{Fft, FftDirection, FftPlanner};
 
 use super::Kernel;
 use super::fused::PARALLEL_MIN;
+
+/// Points (of the operand, or of IRFFT's full spectra) from which lines are
+/// transformed across the pool: a transform does about `5 log2 n` flops a
+/// point, so far fewer points than an element-wise loop's are worth a split.
+pub(crate) const FFT_PARALLEL_MIN: usize = PARALLEL_MIN / 8;
 use crate::buffer::Pool;
 use crate::value::Value;
 
@@ -28,6 +33,12 @@ pub(crate) struct FftKernel {
     out: ArrayShape,
     /// The transformed (trailing) dimensions.
     axes: Vec<usize>,
+    /// The transform of each complex axis (all of `axes`, but IRFFT's
+    /// last), planned once: planning costs more than transforming a few
+    /// thousand points.
+    plans: Vec<Arc<dyn Fft<f64>>>,
+    /// IRFFT's inverse transform of the last axis's full length.
+    last: Option<Arc<dyn Fft<f64>>>,
 }
 
 pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<FftKernel> {
@@ -52,11 +63,33 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<FftK
                 && out_dims.last()? / 2 + 1 == *in_dims.last()?
         }
     };
-    (k >= 1 && k <= rank && out_dims.len() == rank && fits).then(|| FftKernel {
+    if !(k >= 1 && k <= rank && out_dims.len() == rank && fits) {
+        return None;
+    }
+    let axes: Vec<usize> = (rank - k..rank).collect();
+    let inverse = matches!(kind, FftType::Ifft | FftType::Irfft);
+    let direction = match inverse {
+        true => FftDirection::Inverse,
+        false => FftDirection::Forward,
+    };
+    let complex_axes = match kind {
+        FftType::Irfft => &axes[..axes.len() - 1],
+        _ => &axes[..],
+    };
+    let mut planner = FftPlanner::<f64>::new();
+    let plans = complex_axes
+        .iter()
+        .map(|&a| planner.plan_fft(in_dims[a], direction))
+        .collect();
+    let last = matches!(kind, FftType::Irfft)
+        .then(|| planner.plan_fft(out_dims[rank - 1], FftDirection::Inverse));
+    Some(FftKernel {
         kind,
         in_dims,
         out,
-        axes: (rank - k..rank).collect(),
+        axes,
+        plans,
+        last,
     })
 }
 
@@ -96,9 +129,9 @@ fn transform_axis(
             vec![Complex64::new(0.0, 0.0); scratch_len],
         )
     };
-    if data.len() >= PARALLEL_MIN && data.len() / block > 1 {
+    if data.len() >= FFT_PARALLEL_MIN && data.len() / block > 1 {
         data.par_chunks_mut(block).for_each_init(state, work);
-    } else if inner > 1 && data.len() >= PARALLEL_MIN {
+    } else if inner > 1 && data.len() >= FFT_PARALLEL_MIN {
         // One block of many lines (the transformed axis outermost):
         // columns split across the pool, each copied out and back.
         let lines: Vec<Vec<Complex64>> = (0..inner)
@@ -135,7 +168,6 @@ impl FftKernel {
             ArrayData::F64(v) => v.iter().map(|&r| Complex64::new(r, 0.0)).collect(),
             _ => return Err(format!("fft does not apply to {}", x.element_type())),
         };
-        let mut planner = FftPlanner::<f64>::new();
         let dims = &self.in_dims;
         let rank = dims.len();
         let inverse = matches!(self.kind, FftType::Ifft | FftType::Irfft);
@@ -143,14 +175,15 @@ impl FftKernel {
             FftType::Irfft => &self.axes[..self.axes.len() - 1],
             _ => &self.axes[..],
         };
-        for &a in complex_axes {
-            let n = dims[a];
-            let (direction, scale) = match inverse {
-                true => (FftDirection::Inverse, 1.0 / n as f64),
-                false => (FftDirection::Forward, 1.0),
+        if complex_axes.len() != self.plans.len() {
+            return Err("an fft planned for other axes".into());
+        }
+        for (&a, fft) in complex_axes.iter().zip(&self.plans) {
+            let scale = match inverse {
+                true => 1.0 / dims[a] as f64,
+                false => 1.0,
             };
-            let fft = planner.plan_fft(n, direction);
-            transform_axis(&mut data, dims, a, &fft, scale);
+            transform_axis(&mut data, dims, a, fft, scale);
         }
         let out_dims = self.out.dims_usize();
         let result: Vec<Complex64> = match self.kind {
@@ -172,7 +205,7 @@ impl FftKernel {
                 if n == 0 || m == 0 {
                     Vec::new()
                 } else {
-                    let fft = planner.plan_fft(n, FftDirection::Inverse);
+                    let fft = self.last.as_ref().ok_or("an irfft without its plan")?;
                     let lines = data.len() / m;
                     let mut full = vec![Complex64::new(0.0, 0.0); lines * n];
                     for (spectrum, line) in data.chunks_exact(m).zip(full.chunks_exact_mut(n)) {
@@ -183,7 +216,7 @@ impl FftKernel {
                             };
                         }
                     }
-                    transform_axis(&mut full, &[lines, n], 1, &fft, 1.0 / n as f64);
+                    transform_axis(&mut full, &[lines, n], 1, fft, 1.0 / n as f64);
                     full
                 }
             }
