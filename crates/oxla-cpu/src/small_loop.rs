@@ -11,7 +11,9 @@
 //! and `dynamic-slice`, `dynamic-update-slice` and `scatter` (the index
 //! bookkeeping of JAX's pivots-to-permutation loop, say) read their start
 //! indices at run time. An iteration allocates nothing but a scatter's
-//! list of window offsets.
+//! list of window offsets. State arrays too large for the register program
+//! stay in it when the loop only slices them and updates them in place
+//! (JAX's `scan` reading its inputs and stacking its outputs row by row).
 
 use std::sync::Mutex;
 
@@ -30,8 +32,16 @@ use crate::kernels::view::View;
 use crate::value::Value;
 
 /// Arrays larger than this leave the loop to the executor, whose kernels
-/// vectorise and split work across threads.
+/// vectorise and split work across threads; but for large state arrays
+/// that the loop only indexes (see [`LARGE_ELEMENTS`]).
 pub(crate) const MAX_ELEMENTS: usize = 4096;
+
+/// The largest state array a loop keeps when its iterations only read
+/// blocks of it (`dynamic-slice`, slices) and update blocks of it in place
+/// (`dynamic-update-slice`, `scatter`): JAX's `scan` and `fori_loop`
+/// reading their inputs and stacking their outputs a row at a time. Each
+/// run copies it in and out once.
+const LARGE_ELEMENTS: usize = 1 << 24;
 
 /// Start indices an indexing operation reads at most (one per dimension).
 const MAX_RANK: usize = 8;
@@ -133,6 +143,10 @@ struct Indexed {
     loads: Vec<(Bank, Reg)>,
     /// The bank slot of a result that lives there.
     store: Option<Bank>,
+    /// An update (`dynamic-update-slice`, `scatter`) of its array operand
+    /// in place: `out` is that operand, whose old value nothing reads
+    /// after (see `retargeted`).
+    in_place: bool,
 }
 
 enum IndexKind {
@@ -372,6 +386,9 @@ pub(crate) fn plan(module: &HloModule, comp: ComputationId, instr: InstrId) -> O
     let state_locs = code.state.iter().map(|&r| loc(r)).collect();
     bank_loop(&mut code, &slots);
     count_loops(module, &mut code, &slots);
+    if !only_indexed(&code, &mut c.regs) {
+        return None;
+    }
     Some(SmallLoop {
         state,
         tuple,
@@ -409,6 +426,74 @@ fn bank_slots(regs: &[ArrayData], code: &LoopCode) -> Vec<Option<Bank>> {
             })
         })
         .collect()
+}
+
+/// Whether every large register (over [`MAX_ELEMENTS`] elements) is only
+/// indexed: a state array, read by `dynamic-slice` or a gather into small
+/// results, updated in place, or swapped with another state array. Large
+/// registers nothing touches (results of updates that went in place) are
+/// emptied.
+fn only_indexed(lc: &LoopCode, regs: &mut [ArrayData]) -> bool {
+    let large: Vec<bool> = regs.iter().map(|r| r.len() > MAX_ELEMENTS).collect();
+    let mut touched = vec![false; regs.len()];
+    lc.state.iter().for_each(|&r| touched[r] = true);
+    let fits = indexed_loop(lc, &large, &mut touched);
+    for (r, reg) in regs.iter_mut().enumerate() {
+        if large[r] && !touched[r] {
+            *reg = ArrayData::zeros(reg.element_type(), 0);
+        }
+    }
+    fits
+}
+
+fn indexed_loop(lc: &LoopCode, large: &[bool], touched: &mut [bool]) -> bool {
+    indexed_code(&lc.cond, large, touched)
+        && indexed_code(&lc.body, large, touched)
+        && indexed_moves(&lc.writeback, large, touched)
+}
+
+fn indexed_moves(moves: &[Move], large: &[bool], touched: &mut [bool]) -> bool {
+    moves.iter().all(|&m| match m {
+        Move::Copy(a, b) => !large[a] && !large[b],
+        Move::Swap(a, b) => {
+            touched[a] = true;
+            touched[b] = true;
+            true
+        }
+        Move::Bank(..) => true,
+    })
+}
+
+fn indexed_code(code: &Code, large: &[bool], touched: &mut [bool]) -> bool {
+    let small = |regs: &[Reg]| regs.iter().all(|&r| !large[r]);
+    code.ops.iter().all(|op| match op {
+        Op::Binary { a, b, out, .. } => small(&[*a, *b, *out]),
+        Op::Update { x, out, .. } => small(&[*x, *out]),
+        Op::Select { p, a, b, out } => small(&[*p, *a, *b, *out]),
+        Op::Function { args, out, .. } => small(args) && small(&[*out]),
+        Op::Scalar { .. } | Op::ScalarSelect { .. } => true,
+        Op::Gather { src, out, .. } => {
+            touched[*src] = true;
+            small(&[*out])
+        }
+        Op::Indexed(ix) => {
+            let Some((&array, rest)) = ix.args.split_first() else {
+                return false;
+            };
+            // A large array: sliced into a small result, or updated in place.
+            let indexes = match ix.kind {
+                IndexKind::DynamicSlice(_) => !large[ix.out],
+                _ => ix.in_place && ix.out == array,
+            };
+            touched[array] = true;
+            touched[ix.out] = true;
+            small(rest) && (small(&[array, ix.out]) || indexes)
+        }
+        Op::While(w) => indexed_moves(&w.0, large, touched) && indexed_loop(&w.1, large, touched),
+        Op::Conditional(c) => c.branches.iter().all(|(branch, moves)| {
+            indexed_code(branch, large, touched) && indexed_moves(moves, large, touched)
+        }),
+    })
 }
 
 /// Rules out registers that meet a register ruled out, or an operation
@@ -567,10 +652,25 @@ fn retargeted(op: &Op, s: Loc) -> Option<Op> {
     })
 }
 
+/// Whether `op` updates state register `s` (its array operand), so that
+/// it can write the result there in place.
+fn updates_in_place(op: &Op, s: Loc) -> bool {
+    match (op, s) {
+        (Op::Indexed(ix), Loc::Reg(out)) => {
+            !matches!(ix.kind, IndexKind::DynamicSlice(_))
+                && ix.args.first() == Some(&out)
+                && !ix.args[1..].contains(&out)
+                && ix.store.is_none()
+        }
+        _ => false,
+    }
+}
+
 /// A value the body computes once and passes on to the next state is
 /// computed into the state's place directly, when nothing after it in the
 /// iteration reads the old state or the computed value again and the
-/// operation can write there (see `retargeted`): its move goes.
+/// operation can write there (see `retargeted`), or updates the old state
+/// (in place, see `updates_in_place`): its move goes.
 fn write_state_directly(lc: &mut LoopCode) {
     let mut k = 0;
     while k < lc.writeback.len() {
@@ -597,15 +697,24 @@ fn write_state_directly(lc: &mut LoopCode) {
                 });
                 if later_use || other_writes || other_moves {
                     None
+                } else if updates_in_place(&ops[j], s) {
+                    Some((j, None))
                 } else {
-                    retargeted(&ops[j], s).map(|op| (j, op))
+                    retargeted(&ops[j], s).map(|op| (j, Some(op)))
                 }
             }
             _ => None,
         };
         match direct {
-            Some((j, op)) => {
+            Some((j, Some(op))) => {
                 lc.body.ops[j] = op;
+                lc.writeback.remove(k);
+            }
+            Some((j, None)) => {
+                if let (Op::Indexed(ix), Loc::Reg(out)) = (&mut lc.body.ops[j], s) {
+                    ix.out = out;
+                    ix.in_place = true;
+                }
                 lc.writeback.remove(k);
             }
             None => k += 1,
@@ -855,8 +964,18 @@ const MAX_INLINE_DEPTH: usize = 16;
 
 impl Compiler {
     fn new_reg(&mut self, shape: &ArrayShape) -> Option<Reg> {
+        self.new_reg_up_to(shape, MAX_ELEMENTS)
+    }
+
+    /// A register for a state array, or an update's result, which may be
+    /// large (see [`LARGE_ELEMENTS`] and [`only_indexed`]).
+    fn new_large_reg(&mut self, shape: &ArrayShape) -> Option<Reg> {
+        self.new_reg_up_to(shape, LARGE_ELEMENTS)
+    }
+
+    fn new_reg_up_to(&mut self, shape: &ArrayShape, most: usize) -> Option<Reg> {
         let n = shape.element_count().ok()?;
-        if n > MAX_ELEMENTS {
+        if n > most {
             return None;
         }
         self.regs.push(ArrayData::zeros(shape.element_type(), n));
@@ -891,7 +1010,10 @@ impl Compiler {
             .instruction(origin.1);
         let (cond_id, body_id) = (instr.called.condition?, instr.called.body?);
         let (shapes, tuple) = leaves(&instr.shape)?;
-        let state = self.new_regs(&shapes)?;
+        let state = shapes
+            .iter()
+            .map(|s| self.new_large_reg(s))
+            .collect::<Option<Vec<Reg>>>()?;
         let param = if tuple {
             Slot::Tuple(state.clone())
         } else {
@@ -1166,13 +1288,18 @@ impl Compiler {
                 {
                     return None;
                 }
-                let out = self.new_reg(shape)?;
+                let out = if keeps_shape {
+                    self.new_large_reg(shape)?
+                } else {
+                    self.new_reg(shape)?
+                };
                 ops.push(Op::Indexed(Box::new(Indexed {
                     kind,
                     args: regs.to_vec(),
                     out,
                     loads: Vec::new(),
                     store: None,
+                    in_place: false,
                 })));
                 Some(out)
             }
@@ -1571,7 +1698,9 @@ fn indexed(ix: &Indexed, frame: &mut Frame, starts: &mut Vec<usize>) -> Result<b
     };
     let get = |i: Reg| beside(lo, hi, i).ok_or("an operand that is also the result");
     let mut args: [&ArrayData; 3] = [&EMPTY; 3];
-    for (slot, &a) in args.iter_mut().zip(&ix.args) {
+    // (In place, the array operand is the result.)
+    let first = usize::from(ix.in_place);
+    for (slot, &a) in args.iter_mut().zip(&ix.args).skip(first) {
         *slot = get(a)?;
     }
     let done = match &ix.kind {
@@ -1581,10 +1710,11 @@ fn indexed(ix: &Indexed, frame: &mut Frame, starts: &mut Vec<usize>) -> Result<b
         }
         IndexKind::DynamicUpdateSlice(b) => {
             starts_of(ix.args.get(2..).unwrap_or(&[]), lo, hi, b, starts)?;
-            copy_into(o, args[0]) && update_into(o, &b.strides, args[1], &b.sizes, starts)
+            (ix.in_place || copy_into(o, args[0]))
+                && update_into(o, &b.strides, args[1], &b.sizes, starts)
         }
         IndexKind::Scatter(k) => {
-            copy_into(o, args[0]) && {
+            (ix.in_place || copy_into(o, args[0])) && {
                 k.scatter_into(o, args[1], args[2])?;
                 true
             }
