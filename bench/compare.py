@@ -422,6 +422,56 @@ def cumsum_s32(x):
     return jnp.cumsum(x, axis=1)
 
 
+# Patterns of JAX programs that once left oxla's fast paths: integer floor
+# division and modulo (the scalar interpreter code, 180 ms for the first
+# one here), a fori_loop stacking rows with dynamic-update-slice (the
+# general executor, 2 us an iteration), and the magnitude of an rfft
+# (planned per run, its complex abs through the interpreter); and two
+# still behind XLA: an RNN scan and batch normalisation's statistics over
+# short rows. Reported as their own group.
+
+@workload("int_floordiv_mod", lambda r: [r.integers(-1000, 1000, (1 << 20,)).astype(np.int32)],
+          **EXACT, hlo_ops=("divide", "remainder", "sign", "xor"), group="programs",
+          note="(x * 7 + 3) // 5 % 11 and x ^ (x >> 3) on s32[1048576]")
+def int_floordiv_mod(x):
+    return (x * 7 + 3) // 5 % 11, jnp.bitwise_xor(x, x >> 3)
+
+
+@workload("fori_rows", lambda r: [normal(r, (1000, 64))], **EXACT,
+          hlo_ops=("while", "dynamic-update-slice", "dynamic-slice"), group="programs",
+          note="lax.fori_loop over 1000 rows of f32[1000,64], each doubled into a zeros array")
+def fori_rows(x):
+    def body(i, acc):
+        return lax.dynamic_update_slice(acc, x[i][None] * 2, (i, 0))
+    return lax.fori_loop(0, 1000, body, jnp.zeros_like(x))
+
+
+@workload("scan_rnn", lambda r: [normal(r, (64, 128)), normal(r, (128, 128), 0.05), normal(r, (100, 64, 128))],
+          **REDUCTION, hlo_ops=("while", "dot", "tanh", "dynamic-update-slice"), group="programs",
+          note="lax.scan of h = tanh(h @ w + x_t) over 100 steps, h f32[64,128], stacking each step's sum")
+def scan_rnn(h0, w, xs):
+    def step(h, x):
+        h = jnp.tanh(h @ w + x)
+        return h, h.sum()
+    return lax.scan(step, h0, xs)
+
+
+@workload("batchnorm_train", lambda r: [normal(r, (64, 32, 32, 64))], **REDUCTION,
+          hlo_ops=("reduce", "rsqrt"), group="programs",
+          note="batch normalisation of f32[64,32,32,64] over every axis but the channels (training: batch statistics)")
+def batchnorm_train(x):
+    m = x.mean((0, 1, 2))
+    v = x.var((0, 1, 2))
+    return (x - m) * lax.rsqrt(v + 1e-5)
+
+
+@workload("rfft_abs", lambda r: [normal(r, (64, 1024))], **REDUCTION,
+          hlo_ops=("fft", "abs"), group="programs",
+          note="|rfft| of 64 rows of f32[64,1024]")
+def rfft_abs(x):
+    return jnp.abs(jnp.fft.rfft(x))
+
+
 # --------------------------------------------------------------------------
 # HLO text helpers
 # --------------------------------------------------------------------------
