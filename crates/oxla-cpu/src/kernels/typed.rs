@@ -12,6 +12,8 @@ use oxla_hlo::{
     ArrayData, HloComputation, HloInstruction, NativeType, Opcode, PrimitiveType, with_array_data,
 };
 
+use oxla_hlo::num_complex::{Complex32, Complex64};
+
 use super::fold::Geometry;
 use super::minmax;
 
@@ -773,17 +775,7 @@ macro_rules! int_unary {
 int_unary!(i8: i8, i16: i16, i32: i32, i64: i64, u8: i8, u16: i16, u32: i32, u64: i64);
 
 fn unary_typed<T: IntUnary, const OP: u8>(x: &ArrayData, o: &mut ArrayData) -> bool {
-    match (T::slice(x), T::slice_mut(o)) {
-        (Some(x), Some(o)) if x.len() == o.len() => {
-            vectorized(o.len(), move || {
-                for (o, &x) in o.iter_mut().zip(x) {
-                    *o = x.unary::<OP>();
-                }
-            });
-            true
-        }
-        _ => false,
-    }
+    convert_with(x, o, |v: T| v.unary::<OP>())
 }
 
 fn not_pred(x: &ArrayData, o: &mut ArrayData) -> bool {
@@ -817,27 +809,11 @@ fn abs_c64_one(re: f32, im: f32) -> f32 {
 }
 
 fn abs_c64(x: &ArrayData, o: &mut ArrayData) -> bool {
-    match (x, o) {
-        (ArrayData::C64(x), ArrayData::F32(o)) if x.len() == o.len() => {
-            vectorized(o.len(), move || {
-                for (o, z) in o.iter_mut().zip(x) {
-                    *o = abs_c64_one(z.re, z.im);
-                }
-            });
-            true
-        }
-        _ => false,
-    }
+    convert_with(x, o, |z: Complex32| abs_c64_one(z.re, z.im))
 }
 
 fn abs_c128(x: &ArrayData, o: &mut ArrayData) -> bool {
-    match (x, o) {
-        (ArrayData::C128(x), ArrayData::F64(o)) if x.len() == o.len() => {
-            o.iter_mut().zip(x).for_each(|(o, z)| *o = z.re.hypot(z.im));
-            true
-        }
-        _ => false,
-    }
+    convert_with(x, o, |z: Complex64| z.re.hypot(z.im))
 }
 
 /// The absolute value of complex numbers of type `ty` (c64 or c128), as a
