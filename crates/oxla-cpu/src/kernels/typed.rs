@@ -17,6 +17,24 @@ use oxla_hlo::num_complex::{Complex32, Complex64};
 use super::fold::Geometry;
 use super::minmax;
 
+/// `match $ty` with an arm `$pick::<T>($arg)` for each integer type `T`,
+/// then the arms given.
+macro_rules! by_integer_type {
+    ($ty:expr, $pick:ident($arg:expr), { $($arms:tt)* }) => {
+        match $ty {
+            PrimitiveType::S8 => $pick::<i8>($arg),
+            PrimitiveType::S16 => $pick::<i16>($arg),
+            PrimitiveType::S32 => $pick::<i32>($arg),
+            PrimitiveType::S64 => $pick::<i64>($arg),
+            PrimitiveType::U8 => $pick::<u8>($arg),
+            PrimitiveType::U16 => $pick::<u16>($arg),
+            PrimitiveType::U32 => $pick::<u32>($arg),
+            PrimitiveType::U64 => $pick::<u64>($arg),
+            $($arms)*
+        }
+    };
+}
+
 /// Arithmetic with a typed loop (the result type is the operands').
 #[derive(Clone, Copy, Debug)]
 enum Arith {
@@ -572,20 +590,12 @@ fn arith_fn(op: Arith, ty: PrimitiveType) -> Option<Typed> {
             Arith::Rem => both::<T, REM>(),
         }
     }
-    Some(match ty {
+    Some(by_integer_type!(ty, pick(op), {
         PrimitiveType::F32 => pick::<f32>(op),
         PrimitiveType::F64 => pick::<f64>(op),
-        PrimitiveType::S8 => pick::<i8>(op),
-        PrimitiveType::S16 => pick::<i16>(op),
-        PrimitiveType::S32 => pick::<i32>(op),
-        PrimitiveType::S64 => pick::<i64>(op),
-        PrimitiveType::U8 => pick::<u8>(op),
-        PrimitiveType::U16 => pick::<u16>(op),
-        PrimitiveType::U32 => pick::<u32>(op),
-        PrimitiveType::U64 => pick::<u64>(op),
         PrimitiveType::Pred => pick::<bool>(op),
         _ => return None,
-    })
+    }))
 }
 
 #[inline(always)]
@@ -639,20 +649,12 @@ fn compare_fn(dir: ComparisonDirection, ty: PrimitiveType) -> Option<Typed> {
             ComparisonDirection::Ge => both::<T, 5>(),
         }
     }
-    Some(match ty {
+    Some(by_integer_type!(ty, pick(dir), {
         PrimitiveType::F32 => pick::<f32>(dir),
         PrimitiveType::F64 => pick::<f64>(dir),
-        PrimitiveType::S8 => pick::<i8>(dir),
-        PrimitiveType::S16 => pick::<i16>(dir),
-        PrimitiveType::S32 => pick::<i32>(dir),
-        PrimitiveType::S64 => pick::<i64>(dir),
-        PrimitiveType::U8 => pick::<u8>(dir),
-        PrimitiveType::U16 => pick::<u16>(dir),
-        PrimitiveType::U32 => pick::<u32>(dir),
-        PrimitiveType::U64 => pick::<u64>(dir),
         PrimitiveType::Pred => pick::<bool>(dir),
         _ => return None,
-    })
+    }))
 }
 
 /// The typed function for `instr`, a binary arithmetic operation or a
@@ -840,18 +842,10 @@ pub(crate) fn unary_fn(op: Opcode, ty: PrimitiveType) -> Option<ConvertFn> {
             _ => return None,
         })
     }
-    match ty {
-        PrimitiveType::S8 => pick::<i8>(op),
-        PrimitiveType::S16 => pick::<i16>(op),
-        PrimitiveType::S32 => pick::<i32>(op),
-        PrimitiveType::S64 => pick::<i64>(op),
-        PrimitiveType::U8 => pick::<u8>(op),
-        PrimitiveType::U16 => pick::<u16>(op),
-        PrimitiveType::U32 => pick::<u32>(op),
-        PrimitiveType::U64 => pick::<u64>(op),
+    by_integer_type!(ty, pick(op), {
         PrimitiveType::Pred if op == Opcode::Not => Some(not_pred),
         _ => None,
-    }
+    })
 }
 
 fn convert_with<S: NativeType, D: NativeType>(
@@ -1095,16 +1089,8 @@ pub(crate) fn fold_fn(op: Opcode, ty: PrimitiveType) -> Option<FoldFn> {
         })
     }
     let op = arith_of(op, ty)?;
-    match ty {
-        PrimitiveType::S8 => pick::<i8>(op),
-        PrimitiveType::S16 => pick::<i16>(op),
-        PrimitiveType::S32 => pick::<i32>(op),
-        PrimitiveType::S64 => pick::<i64>(op),
-        PrimitiveType::U8 => pick::<u8>(op),
-        PrimitiveType::U16 => pick::<u16>(op),
-        PrimitiveType::U32 => pick::<u32>(op),
-        PrimitiveType::U64 => pick::<u64>(op),
+    by_integer_type!(ty, pick(op), {
         PrimitiveType::Pred => pick::<bool>(op),
         _ => None,
-    }
+    })
 }
