@@ -143,10 +143,15 @@ struct Indexed {
     loads: Vec<(Bank, Reg)>,
     /// The bank slot of a result that lives there.
     store: Option<Bank>,
+}
+
+impl Indexed {
     /// An update (`dynamic-update-slice`, `scatter`) of its array operand
     /// in place: `out` is that operand, whose old value nothing reads
-    /// after (see `retargeted`).
-    in_place: bool,
+    /// after (see `updates_in_place`).
+    fn in_place(&self) -> bool {
+        self.args.first() == Some(&self.out)
+    }
 }
 
 enum IndexKind {
@@ -483,7 +488,7 @@ fn indexed_code(code: &Code, large: &[bool], touched: &mut [bool]) -> bool {
             // A large array: sliced into a small result, or updated in place.
             let indexes = match ix.kind {
                 IndexKind::DynamicSlice(_) => !large[ix.out],
-                _ => ix.in_place && ix.out == array,
+                _ => ix.in_place(),
             };
             touched[array] = true;
             touched[ix.out] = true;
@@ -711,9 +716,9 @@ fn write_state_directly(lc: &mut LoopCode) {
                 lc.writeback.remove(k);
             }
             Some((j, None)) => {
+                // (`updates_in_place` found an update of register `s`.)
                 if let (Op::Indexed(ix), Loc::Reg(out)) = (&mut lc.body.ops[j], s) {
                     ix.out = out;
-                    ix.in_place = true;
                 }
                 lc.writeback.remove(k);
             }
@@ -1299,7 +1304,6 @@ impl Compiler {
                     out,
                     loads: Vec::new(),
                     store: None,
-                    in_place: false,
                 })));
                 Some(out)
             }
@@ -1699,7 +1703,8 @@ fn indexed(ix: &Indexed, frame: &mut Frame, starts: &mut Vec<usize>) -> Result<b
     let get = |i: Reg| beside(lo, hi, i).ok_or("an operand that is also the result");
     let mut args: [&ArrayData; 3] = [&EMPTY; 3];
     // (In place, the array operand is the result.)
-    let first = usize::from(ix.in_place);
+    let in_place = ix.in_place();
+    let first = usize::from(in_place);
     for (slot, &a) in args.iter_mut().zip(&ix.args).skip(first) {
         *slot = get(a)?;
     }
@@ -1710,11 +1715,11 @@ fn indexed(ix: &Indexed, frame: &mut Frame, starts: &mut Vec<usize>) -> Result<b
         }
         IndexKind::DynamicUpdateSlice(b) => {
             starts_of(ix.args.get(2..).unwrap_or(&[]), lo, hi, b, starts)?;
-            (ix.in_place || copy_into(o, args[0]))
+            (in_place || copy_into(o, args[0]))
                 && update_into(o, &b.strides, args[1], &b.sizes, starts)
         }
         IndexKind::Scatter(k) => {
-            (ix.in_place || copy_into(o, args[0])) && {
+            (in_place || copy_into(o, args[0])) && {
                 k.scatter_into(o, args[1], args[2])?;
                 true
             }
