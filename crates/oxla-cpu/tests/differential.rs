@@ -2911,3 +2911,46 @@ fn complex_absolute_values_match_the_interpreter_bit_for_bit() {
         .describe();
     assert!(listing.contains("(typed)"), "{listing}");
 }
+
+/// Rows shorter than a tile run several to a tile (`Packing`): leaves read
+/// in place across rows, splats, rows broadcast down the others (gathered
+/// once), column broadcasts, transposed, iota, pred and bf16 leaves
+/// (gathered row by row), blocks that stop where the second-innermost
+/// dimension wraps, and threads' shares that start mid-run.
+#[test]
+fn short_rows_run_several_to_a_tile() {
+    let body = |n: usize, c: usize, l: usize| {
+        format!(
+            "  x = f32[{n},{c},{l}] parameter(0)\n  v = f32[{l}] parameter(1)\n  w = f32[{n},{c}] parameter(2)\n  y = f32[{l},{c},{n}] parameter(3)\n  p = pred[{n},{c},{l}] parameter(4)\n  h = bf16[{n},{c},{l}] parameter(5)\n  vb = f32[{n},{c},{l}] broadcast(v), dimensions={{2}}\n  wb = f32[{n},{c},{l}] broadcast(w), dimensions={{0,1}}\n  yt = f32[{n},{c},{l}] transpose(y), dimensions={{2,1,0}}\n  i = f32[{n},{c},{l}] iota(), iota_dimension=2\n  j = f32[{n},{c},{l}] iota(), iota_dimension=0\n  hf = f32[{n},{c},{l}] convert(h)\n  k = f32[] constant(0.5)\n  kb = f32[{n},{c},{l}] broadcast(k), dimensions={{}}\n  a = f32[{n},{c},{l}] subtract(x, vb)\n  b = f32[{n},{c},{l}] multiply(a, wb)\n  d = f32[{n},{c},{l}] add(b, yt)\n  e = f32[{n},{c},{l}] multiply(i, kb)\n  f = f32[{n},{c},{l}] add(d, e)\n  g = f32[{n},{c},{l}] subtract(f, j)\n  q = f32[{n},{c},{l}] select(p, g, hf)\n"
+        )
+    };
+    let add = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\nmax {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] maximum(a, b)\n}\n";
+    for (n, c, l) in [(2000, 3, 48), (700, 7, 5), (50, 3, 64), (3, 2, 3)] {
+        let elementwise = format!(
+            "HloModule t\nENTRY e {{\n{}  ROOT r = f32[{n},{c},{l}] multiply(q, q)\n}}\n",
+            body(n, c, l)
+        );
+        check(&elementwise, 0.0);
+        for (dims, out) in [
+            ("0,1", format!("{l}")),
+            ("2", format!("{n},{c}")),
+            ("0,2", format!("{c}")),
+        ] {
+            for (op, rtol) in [("add", 1e-3), ("max", 0.0)] {
+                let init = if op == "add" { "0" } else { "-inf" };
+                check(
+                    &format!(
+                        "HloModule t\n{add}ENTRY e {{\n{}  z = f32[] constant({init})\n  ROOT r = f32[{out}] reduce(q, z), dimensions={{{dims}}}, to_apply={op}\n}}\n",
+                        body(n, c, l)
+                    ),
+                    rtol,
+                );
+            }
+        }
+    }
+    // f64, where a tile holds half as many bytes.
+    check(
+        "HloModule t\nENTRY e {\n  x = f64[9000,24] parameter(0)\n  v = f64[24] parameter(1)\n  vb = f64[9000,24] broadcast(v), dimensions={1}\n  ROOT s = f64[9000,24] subtract(x, vb)\n}\n",
+        0.0,
+    );
+}

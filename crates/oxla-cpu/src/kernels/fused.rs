@@ -14,6 +14,7 @@ use rayon::prelude::*;
 
 use super::Kernel;
 use super::math;
+use super::packed::Packing;
 use super::view::View;
 use crate::buffer::Pool;
 use crate::value::Value;
@@ -417,6 +418,17 @@ fn map2<T: Copy>(out: &mut [T], a: &[T], b: &[T], f: impl Fn(T, T) -> T) {
 pub(crate) enum Arg<'s, T> {
     Slice(&'s [T]),
     Splat(T),
+}
+
+impl<'s, T: Copy> Arg<'s, T> {
+    /// Elements `[at, at + len)`: a part of a slice, the same splat.
+    #[inline(always)]
+    pub(crate) fn part(self, at: usize, len: usize) -> Arg<'s, T> {
+        match self {
+            Arg::Slice(s) => Arg::Slice(&s[at..at + len]),
+            Arg::Splat(v) => Arg::Splat(v),
+        }
+    }
 }
 
 #[inline(always)]
@@ -964,9 +976,11 @@ pub(crate) fn coalesce_classes(
 
 /// Per-thread scratch: one tile per register and per gathered leaf.
 /// Leaves up to this many are listed on the stack in `eval_tile`.
-const INLINE_LEAVES: usize = 16;
+pub(crate) const INLINE_LEAVES: usize = 16;
 
 pub(crate) struct Scratch<T> {
+    /// Elements each register and leaf buffer holds: the longest tile.
+    cap: usize,
     regs: Vec<Vec<T>>,
     leaves: Vec<Vec<T>>,
     /// Whether some operation reads the leaf as values (not only binary
@@ -1050,6 +1064,11 @@ fn prefetch_share<T>(
 }
 
 impl<T: Float> Scratch<T> {
+    /// The longest tile this scratch has room for.
+    pub(crate) fn cap(&self) -> usize {
+        self.cap
+    }
+
     /// Room for tiles of up to `len` elements (at most a full tile).
     pub(crate) fn new(f: &FusedLoop, len: usize) -> Scratch<T> {
         let len = len.min(TILE);
@@ -1080,6 +1099,7 @@ impl<T: Float> Scratch<T> {
         mark(f.result);
         let pairs = f.pairs();
         Scratch {
+            cap: len,
             regs: vec![vec![T::ZERO; len]; f.registers],
             leaves: vec![vec![T::ZERO; len]; f.leaves.len()],
             leaf_as_slice,
@@ -1326,7 +1346,8 @@ impl FusedLoop {
             scratch
         };
         let work = |first_row: usize, chunk: &mut [T]| {
-            let mut scratch = lone(row_len);
+            // Room for a whole tile where rows are short (see `Packing`).
+            let mut scratch = lone(step.min(chunk.len()).max(row_len));
             let rows_here = chunk.len() / row_len.max(1);
             dispatch(
                 self,
@@ -1724,6 +1745,29 @@ fn rows_generic<T: Float, const FMA: bool>(
         return row_blocks::<T, FMA>(f, space, sources, first_row, rows, row_len, out, scratch);
     }
     let mut offsets = Vec::with_capacity(space.offsets.len());
+    if rows > 1
+        && let Some(mut pack) = Packing::new(space, sources, scratch.step.min(scratch.cap))
+    {
+        // Short rows: several to a tile.
+        let mut r = 0;
+        while r < rows {
+            let k = pack.rows_at(first_row + r, rows - r);
+            row_offsets(space, first_row + r, &mut offsets);
+            pack.fill(space, sources, &offsets, k);
+            let packed = pack.sources(sources);
+            tile::<T, FMA>(
+                f,
+                &pack.space,
+                &packed[..sources.len()],
+                &offsets,
+                0,
+                &mut out[r * row_len..(r + k) * row_len],
+                scratch,
+            );
+            r += k;
+        }
+        return;
+    }
     for r in 0..rows {
         row_offsets(space, first_row + r, &mut offsets);
         let row = &mut out[r * row_len..(r + 1) * row_len];

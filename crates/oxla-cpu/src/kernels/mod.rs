@@ -54,6 +54,7 @@ pub(crate) mod lapack;
 pub(crate) mod math;
 pub(crate) mod minmax;
 pub(crate) mod orthogonal;
+pub(crate) mod packed;
 pub(crate) mod pad;
 pub(crate) mod pipeline;
 pub(crate) mod random;

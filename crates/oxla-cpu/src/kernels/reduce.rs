@@ -14,6 +14,7 @@ use super::fused::{
     Arg, Binary, Float, FusedLoop, Op, PARALLEL_MIN, Scratch, Source, Space, Src, TILE,
     coalesce_classes, eval_tile, row_offsets,
 };
+use super::packed::Packing;
 use crate::buffer::Pool;
 use crate::value::Value;
 
@@ -264,6 +265,7 @@ impl Mapped {
 
 /// Leaf `k` over columns `[col, col + len)` of the row at `offsets`, if it
 /// is contiguous or one value throughout there.
+#[inline(always)]
 fn leaf<'s, T: Float>(
     sources: &[Source<'s, T>],
     space: &Space,
@@ -274,6 +276,7 @@ fn leaf<'s, T: Float>(
 ) -> Option<Arg<'s, T>> {
     match *sources.get(k)? {
         Source::Scalar(v) => Some(Arg::Splat(v)),
+        Source::Tile(t) => t.get(col..col + len).map(Arg::Slice),
         Source::Data(d, vi) => {
             let stride = *space.strides.get(vi)?.last()?;
             let at = usize::try_from(*offsets.get(vi)?).ok()?;
@@ -332,26 +335,65 @@ fn sum_mapped<T: Float>(a: Arg<'_, T>, x: Arg<'_, T>, len: usize, g: impl Fn(T, 
     acc
 }
 
+/// `$f($args..., g)` with `g` the function of `(a, x)` that mapping `$m`
+/// computes.
+macro_rules! with_mapped {
+    ($m:expr, $f:ident($($arg:expr),*)) => {
+        match ($m.b, $m.square) {
+            (Binary::Add, false) => $f($($arg,)* |p, q| p + q),
+            (Binary::Sub, false) => $f($($arg,)* |p, q| p - q),
+            (_, false) => $f($($arg,)* |p, q| p * q),
+            (Binary::Add, true) => $f($($arg,)* |p, q| {
+                let v = p + q;
+                v * v
+            }),
+            (Binary::Sub, true) => $f($($arg,)* |p, q| {
+                let v = p - q;
+                v * v
+            }),
+            (_, true) => $f($($arg,)* |p, q| {
+                let v = p * q;
+                v * v
+            }),
+        }
+    };
+}
+
 /// [`sum_mapped`] for `m`'s operation.
 #[inline(always)]
 fn sum_of<T: Float>(m: Mapped, a: Arg<'_, T>, x: Arg<'_, T>, len: usize) -> T {
-    match (m.b, m.square) {
-        (Binary::Add, false) => sum_mapped(a, x, len, |p, q| p + q),
-        (Binary::Sub, false) => sum_mapped(a, x, len, |p, q| p - q),
-        (_, false) => sum_mapped(a, x, len, |p, q| p * q),
-        (Binary::Add, true) => sum_mapped(a, x, len, |p, q| {
-            let v = p + q;
-            v * v
-        }),
-        (Binary::Sub, true) => sum_mapped(a, x, len, |p, q| {
-            let v = p - q;
-            v * v
-        }),
-        (_, true) => sum_mapped(a, x, len, |p, q| {
-            let v = p * q;
-            v * v
-        }),
+    with_mapped!(m, sum_mapped(a, x, len))
+}
+
+/// `accumulate(Add, out, t)` of `t[i] = g(a[i], x[i])` for `m`'s `g`,
+/// without storing `t`.
+#[inline(always)]
+fn accumulate_mapped<T: Float>(m: Mapped, out: &mut [T], a: Arg<'_, T>, x: Arg<'_, T>) {
+    #[inline(always)]
+    fn each<T: Float>(out: &mut [T], a: Arg<'_, T>, x: Arg<'_, T>, g: impl Fn(T, T) -> T) {
+        match (a, x) {
+            (Arg::Slice(a), Arg::Slice(x)) => {
+                for ((o, &p), &q) in out.iter_mut().zip(a).zip(x) {
+                    *o = *o + g(p, q);
+                }
+            }
+            (Arg::Slice(a), Arg::Splat(q)) => {
+                for (o, &p) in out.iter_mut().zip(a) {
+                    *o = *o + g(p, q);
+                }
+            }
+            (Arg::Splat(p), Arg::Slice(x)) => {
+                for (o, &q) in out.iter_mut().zip(x) {
+                    *o = *o + g(p, q);
+                }
+            }
+            (Arg::Splat(p), Arg::Splat(q)) => {
+                let v = g(p, q);
+                out.iter_mut().for_each(|o| *o = *o + v);
+            }
+        }
     }
+    with_mapped!(m, each(out, a, x))
 }
 
 #[inline(always)]
@@ -535,7 +577,8 @@ pub(crate) fn dispatch<T: Float>(
     out: &mut [T],
     out_base: usize,
 ) {
-    let mut scratch = Scratch::<T>::new(&r.input, cols);
+    // Room for a whole tile where rows are short (see `Packing`).
+    let mut scratch = Scratch::<T>::new(&r.input, TILE.min(rows * cols).max(cols));
     dispatch_with(
         r,
         plan,
@@ -668,6 +711,66 @@ fn rows_generic<T: Float, const FMA: bool>(
     };
     let mapped = Mapped::of(r);
     let mut offsets = Vec::with_capacity(plan.space.offsets.len());
+    let row_len = plan.space.dims[last];
+    let whole_rows = col0 == 0 && cols == row_len && rows > 1;
+    if whole_rows
+        && !(inner_reduced && direct.is_some())
+        && let Some(mut pack) = Packing::new(&plan.space, sources, scratch.cap())
+    {
+        // Short rows: several to a tile, each row then folded or
+        // accumulated from its part of it. A block's rows stay within one
+        // run of the second-innermost dimension, so their outputs are this
+        // far apart.
+        let out_step = plan.out_strides[last - 1];
+        let mut row = first_row;
+        while row < first_row + rows {
+            let k = pack.rows_at(row, first_row + rows - row);
+            row_offsets(&plan.space, row, &mut offsets);
+            pack.fill(&plan.space, sources, &offsets, k);
+            let packed = &pack.sources(sources)[..sources.len()];
+            let o0 = plan.out_offset(row) - out_base;
+            // A mapped input, folded or accumulated from its two leaves
+            // row by row, without storing the tile first.
+            let block = k * row_len;
+            if let Some(m) = mapped
+                && let Some(a) = leaf(packed, &pack.space, &offsets, m.a, 0, block)
+                && let Some(x) = leaf(packed, &pack.space, &offsets, m.x, 0, block)
+            {
+                for i in 0..k {
+                    let o = o0 + i * out_step;
+                    let (a, x) = (a.part(i * row_len, row_len), x.part(i * row_len, row_len));
+                    if inner_reduced {
+                        out[o] = out[o] + sum_of(m, a, x, row_len);
+                    } else {
+                        accumulate_mapped(m, &mut out[o..o + row_len], a, x);
+                    }
+                }
+                row += k;
+                continue;
+            }
+            let t = eval_tile::<T, FMA>(
+                &r.input,
+                &pack.space,
+                packed,
+                &offsets,
+                0,
+                k * row_len,
+                scratch,
+                None,
+            )
+            .unwrap_or_default();
+            for (i, part) in t.chunks_exact(row_len).enumerate() {
+                let o = o0 + i * out_step;
+                if inner_reduced {
+                    out[o] = combine(r.op, out[o], fold(r.op, part));
+                } else {
+                    accumulate(r.op, &mut out[o..o + row_len], part);
+                }
+            }
+            row += k;
+        }
+        return;
+    }
     for row in first_row..first_row + rows {
         row_offsets(&plan.space, row, &mut offsets);
         // Absolute output index of the row's first element; `out` starts at `out_base`.
