@@ -2868,6 +2868,129 @@ fn integer_division_follows_xla_at_zero_and_overflow() {
     assert_eq!(values(&parts[1]), [0, i32::MIN, 1, -1, 1, -1, 5, 0, 0, 0]);
 }
 
+/// Division and remainder by one divisor (a broadcast scalar parameter),
+/// which types of up to 32 bits compute with the divisor's reciprocal:
+/// every dividend of the 8- and 16-bit types and the edges and random
+/// values of the wider ones, by edge, power-of-two, prime and random
+/// divisors, against XLA's rules computed exactly.
+#[test]
+fn division_by_one_divisor_is_exact_for_every_dividend() {
+    use PrimitiveType::*;
+    let values = |l: &Literal| -> Vec<i128> {
+        let Literal::Array(x) = l else {
+            panic!("{l:?}")
+        };
+        match x.data() {
+            ArrayData::S8(v) => v.iter().map(|&x| x as i128).collect(),
+            ArrayData::S16(v) => v.iter().map(|&x| x as i128).collect(),
+            ArrayData::S32(v) => v.iter().map(|&x| x as i128).collect(),
+            ArrayData::S64(v) => v.iter().map(|&x| x as i128).collect(),
+            ArrayData::U8(v) => v.iter().map(|&x| x as i128).collect(),
+            ArrayData::U16(v) => v.iter().map(|&x| x as i128).collect(),
+            ArrayData::U32(v) => v.iter().map(|&x| x as i128).collect(),
+            ArrayData::U64(v) => v.iter().map(|&x| x as i128).collect(),
+            other => panic!("{other:?}"),
+        }
+    };
+    for (ty, bits, signed) in [
+        (S8, 8, true),
+        (S16, 16, true),
+        (S32, 32, true),
+        (S64, 64, true),
+        (U8, 8, false),
+        (U16, 16, false),
+        (U32, 32, false),
+        (U64, 64, false),
+    ] {
+        let (min, max) = if signed {
+            (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+        } else {
+            (0, (1i128 << bits) - 1)
+        };
+        let a: Vec<i128> = if bits <= 16 {
+            (min..=max).collect()
+        } else {
+            let mut a = integer_edges(bits, signed, 60_000, 5);
+            // Multiples of the divisors below and their neighbours, where
+            // a quotient is an integer or just misses one.
+            for m in [3i128, 5, 7, 11, 641, 6_700_417, 1 << 20] {
+                for k in [1i128, 2, 1000, 65_537, max / m] {
+                    for e in [-1, 0, 1] {
+                        a.extend([m * k + e, -(m * k) + e]);
+                    }
+                }
+            }
+            a.iter().map(|&v| v.clamp(min, max)).collect()
+        };
+        let mut divisors: Vec<i128> = vec![
+            0,
+            1,
+            -1,
+            2,
+            -2,
+            3,
+            -3,
+            5,
+            7,
+            -7,
+            10,
+            11,
+            13,
+            100,
+            255,
+            256,
+            641,
+            65_535,
+            65_536,
+            65_537,
+            6_700_417,
+            min,
+            max,
+            min + 1,
+            max - 1,
+            max / 2,
+            max / 2 + 1,
+            max / 3,
+        ];
+        divisors.extend(integer_edges(bits, signed, 40, 17));
+        let divisors: std::collections::BTreeSet<i128> =
+            divisors.into_iter().map(|d| d.clamp(min, max)).collect();
+        let t = ty.to_string();
+        let n = a.len();
+        let text = format!(
+            "HloModule t\nENTRY e {{\n  a = {t}[{n}] parameter(0)\n  s = {t}[] parameter(1)\n  \
+             b = {t}[{n}] broadcast(s), dimensions={{}}\n  q = {t}[{n}] divide(a, b)\n  \
+             r = {t}[{n}] remainder(a, b)\n  ROOT t = ({t}[{n}], {t}[{n}]) tuple(q, r)\n}}\n"
+        );
+        let module = oxla_text::parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let exe = oxla_cpu::compile(&module).unwrap();
+        let listing = exe.describe();
+        assert!(
+            !listing.contains("(scalar)"),
+            "{t}: scalar loops remain:\n{listing}"
+        );
+        let dividends = integer_literal(ty, &[n as i64], &a);
+        for &d in &divisors {
+            let args = [dividends.clone(), integer_literal(ty, &[], &[d])];
+            let got = exe
+                .execute(&args, &EvalOptions::default(), &NoServices)
+                .unwrap();
+            let Literal::Tuple(parts) = got else {
+                panic!("a tuple")
+            };
+            let (q, r) = (values(&parts[0]), values(&parts[1]));
+            for (i, &x) in a.iter().enumerate() {
+                let want = match d {
+                    0 => (if signed { -1 } else { max }, x),
+                    -1 if x == min => (min, 0),
+                    _ => (x / d, x % d),
+                };
+                assert_eq!((q[i], r[i]), want, "{t}: {x} / {d}");
+            }
+        }
+    }
+}
+
 #[test]
 fn complex_absolute_values_match_the_interpreter_bit_for_bit() {
     use oxla_hlo::num_complex::Complex32;
