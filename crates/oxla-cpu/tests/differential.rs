@@ -2768,10 +2768,10 @@ fn integer_literal(ty: PrimitiveType, dims: &[i64], v: &[i128]) -> Literal {
     Literal::Array(ArrayLiteral::new(shape, data).unwrap())
 }
 
-#[test]
-fn integer_division_and_operations_of_one_integer_in_every_width() {
+/// Every integer type, with its width and whether it is signed.
+const INTEGER_TYPES: [(PrimitiveType, u32, bool); 8] = {
     use PrimitiveType::*;
-    for (ty, bits, signed) in [
+    [
         (S8, 8, true),
         (S16, 16, true),
         (S32, 32, true),
@@ -2780,7 +2780,12 @@ fn integer_division_and_operations_of_one_integer_in_every_width() {
         (U16, 16, false),
         (U32, 32, false),
         (U64, 64, false),
-    ] {
+    ]
+};
+
+#[test]
+fn integer_division_and_operations_of_one_integer_in_every_width() {
+    for (ty, bits, signed) in INTEGER_TYPES {
         let t = ty.to_string();
         // (abs, negate and sign are for signed integers only.)
         let ones = if signed {
@@ -2875,7 +2880,6 @@ fn integer_division_follows_xla_at_zero_and_overflow() {
 /// divisors, against XLA's rules computed exactly.
 #[test]
 fn division_by_one_divisor_is_exact_for_every_dividend() {
-    use PrimitiveType::*;
     let values = |l: &Literal| -> Vec<i128> {
         let Literal::Array(x) = l else {
             panic!("{l:?}")
@@ -2892,16 +2896,7 @@ fn division_by_one_divisor_is_exact_for_every_dividend() {
             other => panic!("{other:?}"),
         }
     };
-    for (ty, bits, signed) in [
-        (S8, 8, true),
-        (S16, 16, true),
-        (S32, 32, true),
-        (S64, 64, true),
-        (U8, 8, false),
-        (U16, 16, false),
-        (U32, 32, false),
-        (U64, 64, false),
-    ] {
+    for (ty, bits, signed) in INTEGER_TYPES {
         let (min, max) = if signed {
             (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
         } else {
