@@ -13,6 +13,7 @@ mod effects;
 mod fold;
 mod forward;
 mod inline;
+mod licm;
 mod simplify;
 mod splice;
 mod unroll;
@@ -22,6 +23,7 @@ pub use cse::Cse;
 pub use dce::Dce;
 pub use fold::FoldConstants;
 pub use inline::Inline;
+pub use licm::HoistInvariants;
 pub use simplify::Simplify;
 pub use unroll::{MAX_TRIPS, UnrollWhile};
 pub use xla_numerics::MatchXla;
@@ -54,8 +56,8 @@ impl Pipeline {
     }
 
     /// The pipeline the compiler uses: inline calls, unroll short counted
-    /// loops, simplify, fold constants, merge common subexpressions, drop
-    /// dead code.
+    /// loops, simplify, fold constants, merge common subexpressions, hoist
+    /// loop-invariant work out of loops, drop dead code.
     pub fn standard() -> Pipeline {
         Pipeline::new(vec![
             Box::new(Inline),
@@ -63,6 +65,7 @@ impl Pipeline {
             Box::new(Simplify),
             Box::new(FoldConstants::default()),
             Box::new(Cse),
+            Box::new(HoistInvariants),
             Box::new(Dce),
         ])
     }

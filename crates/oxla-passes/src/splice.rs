@@ -28,7 +28,7 @@ impl Names {
     }
 
     /// A name for a copy of the instruction named `name`.
-    fn fresh(&mut self, name: &str) -> String {
+    pub fn fresh(&mut self, name: &str) -> String {
         let base = match name.rsplit_once('.') {
             Some((b, n))
                 if !b.is_empty() && !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) =>

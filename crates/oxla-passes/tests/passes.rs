@@ -4,7 +4,9 @@
 
 use oxla_hlo::{HloModule, Literal};
 use oxla_interp::{EvalOptions, NoServices};
-use oxla_passes::{Cse, Dce, FoldConstants, Inline, Pass, Pipeline, Simplify, UnrollWhile};
+use oxla_passes::{
+    Cse, Dce, FoldConstants, HoistInvariants, Inline, Pass, Pipeline, Simplify, UnrollWhile,
+};
 
 mod common;
 use common::entry_lines;
@@ -606,7 +608,7 @@ fn the_pipeline_reports_every_pass_and_reaches_a_fixed_point() {
     Pipeline::standard().run_observed(&mut m, &mut |pass, round, changed, _| {
         seen.push((pass.to_string(), round, changed))
     });
-    let names: Vec<&str> = seen.iter().take(6).map(|(p, _, _)| p.as_str()).collect();
+    let names: Vec<&str> = seen.iter().take(7).map(|(p, _, _)| p.as_str()).collect();
     assert_eq!(
         names,
         [
@@ -615,6 +617,7 @@ fn the_pipeline_reports_every_pass_and_reaches_a_fixed_point() {
             "simplify",
             "fold-constants",
             "cse",
+            "hoist-invariants",
             "dce"
         ]
     );
@@ -911,4 +914,230 @@ fn inlining_a_chain_that_adds_work_at_every_level_stays_bounded() {
         .max()
         .unwrap();
     assert!(longest <= "n.99999999".len(), "a name of {longest} bytes");
+}
+
+fn hoist() -> Vec<Box<dyn Pass>> {
+    vec![Box::new(HoistInvariants), Box::new(Simplify), Box::new(Dce)]
+}
+
+/// A scan-like loop over `n` trips (a parameter, so nothing unrolls) with
+/// state `(i, h, w, table)`; `STEP` computes `next` from `h`, `w`, `table`
+/// and `i`, and may define more.
+fn scan_loop(step: &str) -> String {
+    format!(
+        "HloModule m
+        cond {{
+          s = (s32[], f32[4,4], f32[4,4], f32[4], s32[]) parameter(0)
+          i = s32[] get-tuple-element(s), index=0
+          n = s32[] get-tuple-element(s), index=4
+          ROOT c = pred[] compare(i, n), direction=LT
+        }}
+        body {{
+          s = (s32[], f32[4,4], f32[4,4], f32[4], s32[]) parameter(0)
+          i = s32[] get-tuple-element(s), index=0
+          h = f32[4,4] get-tuple-element(s), index=1
+          w = f32[4,4] get-tuple-element(s), index=2
+          table = f32[4] get-tuple-element(s), index=3
+          n = s32[] get-tuple-element(s), index=4
+          one = s32[] constant(1)
+          i1 = s32[] add(i, one)
+          {step}
+          ROOT t = (s32[], f32[4,4], f32[4,4], f32[4], s32[]) tuple(i1, next, w, table, n)
+        }}
+        ENTRY e {{
+          h0 = f32[4,4] parameter(0)
+          w0 = f32[4,4] parameter(1)
+          table0 = f32[4] parameter(2)
+          n0 = s32[] constant(3)
+          zero = s32[] constant(0)
+          init = (s32[], f32[4,4], f32[4,4], f32[4], s32[]) tuple(zero, h0, w0, table0, n0)
+          loop = (s32[], f32[4,4], f32[4,4], f32[4], s32[]) while(init), condition=cond, body=body
+          ROOT h = f32[4,4] get-tuple-element(loop), index=1
+        }}"
+    )
+}
+
+/// The instruction lines of computation `name` in `module`'s text.
+fn computation_lines(module: &HloModule, name: &str) -> Vec<String> {
+    let text = oxla_text::print_module(module);
+    let header = |l: &str| {
+        let l = l.trim_start_matches("ENTRY ").trim_start_matches('%');
+        l.strip_prefix(name)
+            .is_some_and(|rest| rest.starts_with([' ', '(']))
+    };
+    text.lines()
+        .skip_while(|l| !header(l))
+        .skip(1)
+        .take_while(|l| l.trim() != "}")
+        .map(|l| l.trim().replace('%', ""))
+        .collect()
+}
+
+#[test]
+fn loop_invariant_work_moves_before_the_loop() {
+    // JAX's scan over `tanh(h @ (w * 0.05) + exp(table))`: the scaling and
+    // the exp read only state the loop passes through, so they run once.
+    let text = scan_loop(
+        "c = f32[] constant(0.05)
+          cb = f32[4,4] broadcast(c), dimensions={}
+          ws = f32[4,4] multiply(w, cb)
+          et = f32[4] exponential(table)
+          etb = f32[4,4] broadcast(et), dimensions={1}
+          d = f32[4,4] dot(h, ws), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+          a = f32[4,4] add(d, etb)
+          next = f32[4,4] tanh(a)",
+    );
+    check(
+        hoist(),
+        &text,
+        &[
+            "h0 = f32[4,4] parameter(0)",
+            "w0 = f32[4,4] parameter(1)",
+            "table0 = f32[4] parameter(2)",
+            "n0 = s32[] constant(3)",
+            "zero = s32[] constant(0)",
+            "c.1 = f32[] constant(0.05)",
+            "cb.1 = f32[4,4] broadcast(c.1), dimensions={}",
+            "ws.1 = f32[4,4] multiply(w0, cb.1)",
+            "et.1 = f32[4] exponential(table0)",
+            "loop.1 = (s32[], f32[4,4], f32[4,4], f32[4], s32[], /*index=5*/f32[4,4], f32[4]) \
+             tuple(zero, h0, w0, table0, n0, /*index=5*/ws.1, et.1)",
+            "loop.2 = (s32[], f32[4,4], f32[4,4], f32[4], s32[], /*index=5*/f32[4,4], f32[4]) \
+             while(loop.1), condition=cond, body=body",
+            "ROOT loop.4 = f32[4,4] get-tuple-element(loop.2), index=1",
+        ],
+    );
+    let after = hoisted(&text);
+    let body = computation_lines(&after, "body").join("\n");
+    assert!(
+        !body.contains("multiply(") && !body.contains("exponential("),
+        "{body}"
+    );
+}
+
+/// `text` after [`hoist`] to a fixed point, checked to verify after every
+/// pass and to compute the same bits as before.
+fn hoisted(text: &str) -> HloModule {
+    let before = oxla_text::parse_module(text).unwrap();
+    let mut after = before.clone();
+    Pipeline::new(hoist()).run_observed(&mut after, &mut |pass, _, _, m| {
+        if let Err(e) = oxla_hlo::verifier::verify(m) {
+            panic!("after {pass}: {e}\n{}", oxla_text::print_module(m));
+        }
+    });
+    for seed in 1..4 {
+        let (x, y) = (evaluate(&before, seed), evaluate(&after, seed));
+        assert!(x.bitwise_eq(&y), "results differ on seed {seed}");
+    }
+    after
+}
+
+#[test]
+fn loop_variant_inflating_and_cheap_work_stays_in_the_loop() {
+    // The counter's value, an outer product (16 elements from 8), and a
+    // transpose alone (movement is hoisted only with work that reads it).
+    let text = scan_loop(
+        "fi = f32[] convert(i)
+          fib = f32[4,4] broadcast(fi), dimensions={}
+          tw = f32[4,4] transpose(w), dimensions={1,0}
+          col = f32[4,1] reshape(table)
+          row = f32[1,4] reshape(table)
+          outer = f32[4,4] dot(col, row), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+          x = f32[4,4] add(h, tw)
+          y = f32[4,4] add(outer, fib)
+          next = f32[4,4] add(x, y)",
+    );
+    let mut m = oxla_text::parse_module(&text).unwrap();
+    assert!(
+        !HoistInvariants.run(&mut m),
+        "{}",
+        oxla_text::print_module(&m)
+    );
+    // Random numbers are drawn on every trip.
+    let rng = scan_loop(
+        "lo = f32[] constant(0)
+          hi = f32[] constant(1)
+          r = f32[4,4] rng(lo, hi), distribution=rng_uniform
+          next = f32[4,4] add(h, r)",
+    );
+    let mut m = oxla_text::parse_module(&rng).unwrap();
+    assert!(!HoistInvariants.run(&mut m));
+    // A body two loops share is left alone: its state cannot grow for one.
+    let shared = scan_loop("e = f32[4,4] exponential(w)\n next = f32[4,4] add(h, e)").replace(
+        "ROOT h = f32[4,4] get-tuple-element(loop), index=1",
+        "again = (s32[], f32[4,4], f32[4,4], f32[4], s32[]) while(init), condition=cond, body=body
+          a = f32[4,4] get-tuple-element(loop), index=1
+          b = f32[4,4] get-tuple-element(again), index=1
+          ROOT r = f32[4,4] add(a, b)",
+    );
+    let mut m = oxla_text::parse_module(&shared).unwrap();
+    assert!(!HoistInvariants.run(&mut m));
+}
+
+#[test]
+fn invariant_work_leaves_nested_loops_level_by_level() {
+    // The inner loop's `exp(w)` is invariant in both loops; the inner
+    // `h * j` is not even in the inner one, `w + 1` only in the outer one.
+    let text = "HloModule m
+        icond {
+          s = (s32[], f32[8], f32[8]) parameter(0)
+          j = s32[] get-tuple-element(s), index=0
+          k = s32[] constant(2)
+          ROOT c = pred[] compare(j, k), direction=LT
+        }
+        ibody {
+          s = (s32[], f32[8], f32[8]) parameter(0)
+          j = s32[] get-tuple-element(s), index=0
+          h = f32[8] get-tuple-element(s), index=1
+          w = f32[8] get-tuple-element(s), index=2
+          one = s32[] constant(1)
+          j1 = s32[] add(j, one)
+          e = f32[8] exponential(w)
+          fj = f32[] convert(j)
+          fjb = f32[8] broadcast(fj), dimensions={}
+          hj = f32[8] multiply(h, fjb)
+          next = f32[8] add(hj, e)
+          ROOT t = (s32[], f32[8], f32[8]) tuple(j1, next, w)
+        }
+        ocond {
+          s = (s32[], f32[8], f32[8], s32[]) parameter(0)
+          i = s32[] get-tuple-element(s), index=0
+          n = s32[] get-tuple-element(s), index=3
+          ROOT c = pred[] compare(i, n), direction=LT
+        }
+        obody {
+          s = (s32[], f32[8], f32[8], s32[]) parameter(0)
+          i = s32[] get-tuple-element(s), index=0
+          h = f32[8] get-tuple-element(s), index=1
+          w = f32[8] get-tuple-element(s), index=2
+          n = s32[] get-tuple-element(s), index=3
+          one = s32[] constant(1)
+          i1 = s32[] add(i, one)
+          onef = f32[] constant(1)
+          ob = f32[8] broadcast(onef), dimensions={}
+          w1 = f32[8] add(w, ob)
+          zero = s32[] constant(0)
+          init = (s32[], f32[8], f32[8]) tuple(zero, h, w1)
+          inner = (s32[], f32[8], f32[8]) while(init), condition=icond, body=ibody
+          next = f32[8] get-tuple-element(inner), index=1
+          ROOT t = (s32[], f32[8], f32[8], s32[]) tuple(i1, next, w, n)
+        }
+        ENTRY e {
+          h0 = f32[8] parameter(0)
+          w0 = f32[8] parameter(1)
+          n0 = s32[] constant(3)
+          zero = s32[] constant(0)
+          init = (s32[], f32[8], f32[8], s32[]) tuple(zero, h0, w0, n0)
+          loop = (s32[], f32[8], f32[8], s32[]) while(init), condition=ocond, body=obody
+          ROOT h = f32[8] get-tuple-element(loop), index=1
+        }";
+    let after = hoisted(text);
+    let has = |comp: &str, op: &str| {
+        computation_lines(&after, comp)
+            .iter()
+            .any(|l| l.contains(&format!(" {op}(")))
+    };
+    assert!(has("e", "exponential") && has("e", "add"));
+    assert!(!has("obody", "exponential") && !has("ibody", "exponential"));
+    assert!(has("ibody", "multiply"));
 }
