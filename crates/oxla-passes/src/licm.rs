@@ -274,13 +274,8 @@ fn extend_state(module: &mut HloModule, plan: &Plan, names: &mut Names) {
             map.push(param);
             for j in 0..plan.slots.len() {
                 let k = plan.arity + j;
-                let mut read = HloInstruction::new(
-                    names.fresh(&name),
-                    Opcode::GetTupleElement,
-                    plan.state[k].clone(),
-                    vec![param],
-                );
-                read.attrs.tuple_index = Some(k);
+                let mut read = element_of(param, k, &plan.state);
+                read.name = names.fresh(&name);
                 out.push(read);
                 reads.push(InstrId::new(out.len() - 1));
             }
@@ -318,6 +313,14 @@ fn extend_state(module: &mut HloModule, plan: &Plan, names: &mut Names) {
     body.reindex();
 }
 
+/// `get-tuple-element(tuple, k)` of a tuple whose elements are `state`,
+/// yet unnamed.
+fn element_of(tuple: InstrId, k: usize, state: &[Shape]) -> HloInstruction {
+    let mut read = HloInstruction::new("", Opcode::GetTupleElement, state[k].clone(), vec![tuple]);
+    read.attrs.tuple_index = Some(k);
+    read
+}
+
 /// Computes the hoisted values before the loop `instr` (operands already
 /// rebuilt) and starts the loop with them in its state; returns a tuple of
 /// the loop's original elements, which is what its users read.
@@ -338,14 +341,7 @@ fn hoist(
         if let Some(e) = &init_elements {
             return e[k];
         }
-        let mut read = HloInstruction::new(
-            "",
-            Opcode::GetTupleElement,
-            plan.state[k].clone(),
-            vec![init],
-        );
-        read.attrs.tuple_index = Some(k);
-        splice.add(read, &instr.name)
+        splice.add(element_of(init, k, &plan.state), &instr.name)
     };
     let mut map: HashMap<InstrId, InstrId> = HashMap::new();
     for (id, original) in &plan.copied {
@@ -376,16 +372,7 @@ fn hoist(
     let name = instr.name.clone();
     let looped = splice.add(new_loop, &name);
     let outputs: Vec<InstrId> = (0..plan.arity)
-        .map(|k| {
-            let mut read = HloInstruction::new(
-                "",
-                Opcode::GetTupleElement,
-                plan.state[k].clone(),
-                vec![looped],
-            );
-            read.attrs.tuple_index = Some(k);
-            splice.add(read, &name)
-        })
+        .map(|k| splice.add(element_of(looped, k, &plan.state), &name))
         .collect();
     let result = HloInstruction::new("", Opcode::Tuple, instr.shape.clone(), outputs);
     Some(splice.add(result, &name))
