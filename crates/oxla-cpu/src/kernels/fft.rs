@@ -1,5 +1,7 @@
 //! `fft` (FFT, IFFT, RFFT, IRFFT over the trailing `fft_length`
-//! dimensions) through `rustfft`, in f64 whatever the element type: the
+//! dimensions) through `rustfft` (and `realfft` for RFFT's real axis,
+//! which transforms `n` real points as `n / 2` complex ones), in f64
+//! whatever the element type: the
 //! interpreter's definition is the exact DFT (which it sums directly, in
 //! f64), so an O(n log n) transform in f64 rounds to the same f32 values
 //! but for the last bit now and then. The axes are transformed one after
@@ -15,6 +17,7 @@ use oxla_hlo::ir::FftType;
 use oxla_hlo::num_complex::{Complex32, Complex64};
 use oxla_hlo::{ArrayData, ArrayLiteral, ArrayShape, HloComputation, HloInstruction};
 use rayon::prelude::*;
+use realfft::{RealFftPlanner, RealToComplex};
 use rustfft::{Fft, FftDirection, FftPlanner};
 
 use super::Kernel;
@@ -33,10 +36,12 @@ pub(crate) struct FftKernel {
     out: ArrayShape,
     /// The transformed (trailing) dimensions.
     axes: Vec<usize>,
-    /// The transform of each complex axis (all of `axes`, but IRFFT's
-    /// last), planned once: planning costs more than transforming a few
-    /// thousand points.
+    /// The transform of each complex axis (all of `axes`, but RFFT's and
+    /// IRFFT's last), planned once: planning costs more than transforming
+    /// a few thousand points.
     plans: Vec<Arc<dyn Fft<f64>>>,
+    /// RFFT's transform of its last axis, real to complex.
+    real: Option<Arc<dyn RealToComplex<f64>>>,
     /// IRFFT's inverse transform of the last axis's full length.
     last: Option<Arc<dyn Fft<f64>>>,
 }
@@ -73,10 +78,12 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<FftK
         false => FftDirection::Forward,
     };
     let complex_axes = match kind {
-        FftType::Irfft => &axes[..axes.len() - 1],
+        FftType::Rfft | FftType::Irfft => &axes[..axes.len() - 1],
         _ => &axes[..],
     };
     let mut planner = FftPlanner::<f64>::new();
+    let real = (kind == FftType::Rfft && in_dims[rank - 1] > 0)
+        .then(|| RealFftPlanner::<f64>::new().plan_fft_forward(in_dims[rank - 1]));
     let plans = complex_axes
         .iter()
         .map(|&a| planner.plan_fft(in_dims[a], direction))
@@ -89,8 +96,76 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<FftK
         out,
         axes,
         plans,
+        real,
         last,
     })
+}
+
+/// RFFT along the last axis: each line of `x`'s `n` real points (f32 or
+/// f64) becomes the `n / 2 + 1` frequencies of a line of `out`, stored
+/// through `put`. Lines split across the pool when there are many points.
+fn rfft_lines<O: Send>(
+    x: &ArrayData,
+    real: &Arc<dyn RealToComplex<f64>>,
+    out: &mut [O],
+    put: impl Fn(Complex64) -> O + Sync,
+) -> Result<(), String> {
+    let (n, m) = (real.len(), real.complex_len());
+    let lines = out.len() / m.max(1);
+    if x.len() != lines * n || out.len() != lines * m {
+        return Err(format!(
+            "an rfft of {n} points cannot take {} elements to {}",
+            x.len(),
+            out.len()
+        ));
+    }
+    let (from_f32, from_f64);
+    let load: &(dyn Fn(usize, &mut [f64]) + Sync) = match x {
+        ArrayData::F32(v) => {
+            from_f32 = move |line: usize, buf: &mut [f64]| {
+                for (b, &r) in buf.iter_mut().zip(&v[line * n..(line + 1) * n]) {
+                    *b = r as f64;
+                }
+            };
+            &from_f32
+        }
+        ArrayData::F64(v) => {
+            from_f64 = move |line: usize, buf: &mut [f64]| {
+                buf.copy_from_slice(&v[line * n..(line + 1) * n])
+            };
+            &from_f64
+        }
+        _ => return Err(format!("rfft does not apply to {}", x.element_type())),
+    };
+    let zero = Complex64::new(0.0, 0.0);
+    let state = || {
+        (
+            vec![0.0; n],
+            vec![zero; m],
+            vec![zero; real.get_scratch_len()],
+        )
+    };
+    let work = |state: &mut (Vec<f64>, Vec<Complex64>, Vec<Complex64>),
+                (line, o): (usize, &mut [O])| {
+        let (buf, spectrum, scratch) = state;
+        load(line, buf);
+        real.process_with_scratch(buf, spectrum, scratch)
+            .map_err(|e| format!("rfft: {e}"))?;
+        for (o, &c) in o.iter_mut().zip(spectrum.iter()) {
+            *o = put(c);
+        }
+        Ok(())
+    };
+    if x.len() >= FFT_PARALLEL_MIN && lines > 1 {
+        out.par_chunks_mut(m)
+            .enumerate()
+            .try_for_each_init(state, work)
+    } else {
+        let mut s = state();
+        out.chunks_mut(m)
+            .enumerate()
+            .try_for_each(|l| work(&mut s, l))
+    }
 }
 
 /// Transforms every line of `data` (dimensions `dims`) along `axis` with
@@ -157,7 +232,35 @@ fn transform_axis(
 }
 
 impl FftKernel {
+    /// RFFT: the real transform of the last axis, then the complex ones
+    /// of the others; a one-axis RFFT to c64 stores its lines directly.
+    fn rfft(&self, x: &ArrayData, pool: &Pool) -> Result<ArrayData, String> {
+        let real = self.real.as_ref().ok_or("an rfft of no points")?;
+        let total = self.out.element_count().map_err(|e| e.to_string())?;
+        if self.plans.is_empty() && self.out.element_type() == oxla_hlo::PrimitiveType::C64 {
+            let mut o = pool.take::<Complex32>(total);
+            rfft_lines(x, real, &mut o, |c| {
+                Complex32::new(c.re as f32, c.im as f32)
+            })?;
+            return Ok(ArrayData::C64(o));
+        }
+        let mut data = vec![Complex64::new(0.0, 0.0); total];
+        rfft_lines(x, real, &mut data, |c| c)?;
+        let dims = self.out.dims_usize();
+        let complex_axes = &self.axes[..self.axes.len() - 1];
+        if complex_axes.len() != self.plans.len() {
+            return Err("an rfft planned for other axes".into());
+        }
+        for (&a, fft) in complex_axes.iter().zip(&self.plans) {
+            transform_axis(&mut data, &dims, a, fft, 1.0);
+        }
+        self.store(data, pool)
+    }
+
     fn execute(&self, x: &ArrayData, pool: &Pool) -> Result<ArrayData, String> {
+        if self.kind == FftType::Rfft {
+            return self.rfft(x, pool);
+        }
         let mut data: Vec<Complex64> = match x {
             ArrayData::C64(v) => v
                 .iter()
@@ -172,7 +275,7 @@ impl FftKernel {
         let rank = dims.len();
         let inverse = matches!(self.kind, FftType::Ifft | FftType::Irfft);
         let complex_axes = match self.kind {
-            FftType::Irfft => &self.axes[..self.axes.len() - 1],
+            FftType::Rfft | FftType::Irfft => &self.axes[..self.axes.len() - 1],
             _ => &self.axes[..],
         };
         if complex_axes.len() != self.plans.len() {
@@ -188,18 +291,7 @@ impl FftKernel {
         let out_dims = self.out.dims_usize();
         let result: Vec<Complex64> = match self.kind {
             FftType::Fft | FftType::Ifft => data,
-            FftType::Rfft => {
-                // The first n/2 + 1 frequencies of each line of the last axis.
-                let (n, m) = (dims[rank - 1], out_dims[rank - 1]);
-                match n {
-                    0 => Vec::new(),
-                    _ => data
-                        .chunks_exact(n)
-                        .flat_map(|l| &l[..m])
-                        .copied()
-                        .collect(),
-                }
-            }
+            FftType::Rfft => return Err("an rfft taken as a complex transform".into()),
             FftType::Irfft => {
                 let (m, n) = (dims[rank - 1], out_dims[rank - 1]);
                 if n == 0 || m == 0 {
@@ -224,6 +316,11 @@ impl FftKernel {
         if result.len() != self.out.element_count().map_err(|e| e.to_string())? {
             return Err(format!("fft of {dims:?} cannot give {}", self.out));
         }
+        self.store(result, pool)
+    }
+
+    /// The transformed values in the result's element type.
+    fn store(&self, result: Vec<Complex64>, pool: &Pool) -> Result<ArrayData, String> {
         Ok(match self.out.element_type() {
             oxla_hlo::PrimitiveType::C64 => {
                 let mut o = pool.take::<Complex32>(result.len());
