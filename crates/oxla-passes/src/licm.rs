@@ -61,13 +61,18 @@ impl Pass for HoistInvariants {
             if plans.is_empty() {
                 continue;
             }
-            for plan in plans.values() {
-                extend_state(module, plan, &mut names);
-            }
+            // Each loop's condition and body change only once the loop
+            // itself has been rebuilt with the longer state.
+            let mut hoisted: Vec<&Plan> = Vec::new();
             changed |= rebuild(module, c, &mut names, |_, splice, instr, operands| {
                 let plan = plans.get(&instr.name)?;
-                hoist(splice, plan, instr, operands)
+                let id = hoist(splice, plan, instr, operands)?;
+                hoisted.push(plan);
+                Some(id)
             });
+            for plan in hoisted {
+                extend_state(module, plan, &mut names);
+            }
         }
         changed
     }
