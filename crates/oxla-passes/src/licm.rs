@@ -297,9 +297,8 @@ fn extend_state(module: &mut HloModule, plan: &Plan, names: &mut Names) {
         .zip(&reads)
         .map(|(s, r)| (map[s.index()], *r))
         .collect();
-    let slot_ids: Vec<InstrId> = plan.slots.iter().map(|s| map[s.index()]).collect();
     for (k, instr) in out.iter_mut().enumerate() {
-        if slot_ids.contains(&InstrId::new(k)) {
+        if moved.contains_key(&InstrId::new(k)) {
             continue;
         }
         for o in &mut instr.operands {
