@@ -207,7 +207,7 @@ impl Kernel for CopyKernel {
 }
 
 /// Whole transposition blocks of 32- and 64-bit elements, transposed in
-/// AVX-512 registers: each block's input runs are loaded once and its
+/// AVX-512 or AVX2 registers: each block's input runs are loaded once and its
 /// output rows stored as whole cache lines (fused loops' gathers of
 /// transposed leaves use them too).
 pub(crate) mod square {
@@ -227,8 +227,14 @@ pub(crate) mod square {
         ds: usize,
     ) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx512f") {
-            let width = 64 / std::mem::size_of::<T>();
+        {
+            let size = std::mem::size_of::<T>();
+            let avx512 = std::is_x86_feature_detected!("avx512f");
+            let avx2 = std::is_x86_feature_detected!("avx2");
+            if !(matches!(size, 4 | 8) && (avx512 || avx2)) {
+                return false;
+            }
+            let width = 64 / size;
             let last = s0 + (width as i64 - 1) * ss;
             let inside = s0.min(last) >= 0
                 && s0.max(last) as usize + BLOCK_K <= src.len()
@@ -237,24 +243,121 @@ pub(crate) mod square {
                 return false;
             }
             let (src, dst) = (src[s0 as usize..].as_ptr(), out[d0..].as_mut_ptr());
-            match std::mem::size_of::<T>() {
-                // SAFETY: AVX-512F was detected, and `inside` keeps every
-                // run and row in bounds; the moves copy bits.
-                4 => unsafe {
-                    t16x16(src.cast(), ss as isize, dst.cast(), ds);
-                    return true;
+            let ss = ss as isize;
+            // SAFETY (every arm): the instruction set was detected just
+            // above, and `inside` keeps every run and row in bounds; the
+            // moves copy bits.
+            match (size, avx512) {
+                (4, true) => unsafe { t16x16(src.cast(), ss, dst.cast(), ds) },
+                // Two 8x8 halves fill the 16-run block.
+                (8, true) => unsafe {
+                    t8x8(src.cast(), ss, dst.cast(), ds);
+                    t8x8(src.add(8).cast(), ss, dst.add(8 * ds).cast(), ds);
                 },
-                // SAFETY: as above; two 8x8 halves fill the 16-run block.
-                8 => unsafe {
-                    t8x8(src.cast(), ss as isize, dst.cast(), ds);
-                    t8x8(src.add(8).cast(), ss as isize, dst.add(8 * ds).cast(), ds);
-                    return true;
+                // Four 8x8 quarters: runs `bi..bi + 8`, their elements
+                // `bj..bj + 8`.
+                (4, false) => unsafe {
+                    for (bi, bj) in [(0, 0), (0, 8), (8, 0), (8, 8)] {
+                        let s = src.offset(bi as isize * ss).add(bj).cast();
+                        t8x8_avx2(s, ss, dst.add(bj * ds + bi).cast(), ds);
+                    }
                 },
-                _ => {}
+                // Eight 4x4 parts: runs `bi..bi + 4`, their elements `bj..bj + 4`.
+                _ => unsafe {
+                    for bi in [0, 4] {
+                        for bj in [0, 4, 8, 12] {
+                            let s = src.offset(bi as isize * ss).add(bj).cast();
+                            t4x4_avx2(s, ss, dst.add(bj * ds + bi).cast(), ds);
+                        }
+                    }
+                },
+            }
+            true
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (src, s0, ss, out, d0, ds);
+            false
+        }
+    }
+
+    /// An 8x8 block of 32-bit elements in AVX2 registers: unpack pairs,
+    /// then pairs of pairs, within 128-bit lanes; then swap lanes.
+    ///
+    /// # Safety
+    /// AVX2; 8 elements at `src + i * ss` and at `dst + j * ds` for `i, j < 8`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn t8x8_avx2(src: *const f32, ss: isize, dst: *mut f32, ds: usize) {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller's contract covers every load and store.
+        unsafe {
+            let r: [__m256; 8] =
+                std::array::from_fn(|i| _mm256_loadu_ps(src.offset(i as isize * ss)));
+            // t[2g + h], lanes: row pairs 2g, 2g + 1 interleaved, low or high halves.
+            let t: [__m256; 8] = std::array::from_fn(|i| {
+                let (a, b) = (r[i & !1], r[i | 1]);
+                if i & 1 == 0 {
+                    _mm256_unpacklo_ps(a, b)
+                } else {
+                    _mm256_unpackhi_ps(a, b)
+                }
+            });
+            // q[4h + j]: columns j and j + 4 of rows 4h..4h + 4, one a lane.
+            let q: [__m256; 8] = std::array::from_fn(|i| {
+                let (h, j) = (i / 4, i % 4);
+                let (a, b) = (t[4 * h + (j >> 1)], t[4 * h + 2 + (j >> 1)]);
+                if j & 1 == 0 {
+                    _mm256_shuffle_ps::<0x44>(a, b)
+                } else {
+                    _mm256_shuffle_ps::<0xee>(a, b)
+                }
+            });
+            for j in 0..4 {
+                _mm256_storeu_ps(
+                    dst.add(j * ds),
+                    _mm256_permute2f128_ps::<0x20>(q[j], q[4 + j]),
+                );
+                _mm256_storeu_ps(
+                    dst.add((4 + j) * ds),
+                    _mm256_permute2f128_ps::<0x31>(q[j], q[4 + j]),
+                );
             }
         }
-        let _ = (src, s0, ss, out, d0, ds);
-        false
+    }
+
+    /// A 4x4 block of 64-bit elements in AVX2 registers.
+    ///
+    /// # Safety
+    /// AVX2; 4 elements at `src + i * ss` and at `dst + j * ds` for `i, j < 4`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn t4x4_avx2(src: *const f64, ss: isize, dst: *mut f64, ds: usize) {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller's contract covers every load and store.
+        unsafe {
+            let r: [__m256d; 4] =
+                std::array::from_fn(|i| _mm256_loadu_pd(src.offset(i as isize * ss)));
+            // t[2g + h]: columns h and h + 2 of rows 2g, 2g + 1.
+            let t: [__m256d; 4] = std::array::from_fn(|i| {
+                let (a, b) = (r[i & !1], r[i | 1]);
+                if i & 1 == 0 {
+                    _mm256_unpacklo_pd(a, b)
+                } else {
+                    _mm256_unpackhi_pd(a, b)
+                }
+            });
+            for h in 0..2 {
+                _mm256_storeu_pd(
+                    dst.add(h * ds),
+                    _mm256_permute2f128_pd::<0x20>(t[h], t[2 + h]),
+                );
+                _mm256_storeu_pd(
+                    dst.add((2 + h) * ds),
+                    _mm256_permute2f128_pd::<0x31>(t[h], t[2 + h]),
+                );
+            }
+        }
     }
 
     /// A 16x16 block of 32-bit elements: unpack pairs, then pairs of
