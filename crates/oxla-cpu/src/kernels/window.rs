@@ -235,9 +235,9 @@ fn pass_with<T: Elem>(
     let m = output_size(w, n);
     let mut out_dims = dims.to_vec();
     out_dims[d] = m;
-    let mut out = pool.filled(outer * m * inner, T::identity(op));
-    if out.is_empty() {
-        return (out, out_dims);
+    let total = outer * m * inner;
+    if total == 0 {
+        return (Vec::new(), out_dims);
     }
     // A window over the whole dimension, padded to reach back to its start
     // from every output (a cumulative sum, product, maximum or minimum,
@@ -249,6 +249,7 @@ fn pass_with<T: Elem>(
     let prefix = whole && w.pad_low == n as i64 - 1 && w.pad_high == 0;
     let suffix = whole && w.pad_low == 0 && w.pad_high == n as i64 - 1;
     if prefix || suffix {
+        let mut out = pool.filled(total, T::identity(op));
         if inner == 1 {
             // Along the innermost dimension: a dependent chain per row, so
             // rows are scanned eight at a time, their chains interleaved.
@@ -309,6 +310,9 @@ fn pass_with<T: Elem>(
     });
     let stride = w.stride as usize;
     let level = simd_level();
+    // Every output is written, starting from the identity (`block_generic`).
+    let mut out = pool.take(total);
+    let id = T::identity(op);
     let work = |(block, dst): (usize, &mut [T])| {
         let src = &input[block * n * inner..(block + 1) * n * inner];
         let job = Block {
@@ -321,11 +325,11 @@ fn pass_with<T: Elem>(
         match level {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the CPU has these features (simd_level checked).
-            Level::Avx512 => unsafe { block_avx512(&job, dst, &f) },
+            Level::Avx512 => unsafe { block_avx512(&job, dst, id, &f) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Level::Avx2 => unsafe { block_avx2(&job, dst, &f) },
-            _ => block_generic(&job, dst, &f),
+            Level::Avx2 => unsafe { block_avx2(&job, dst, id, &f) },
+            _ => block_generic(&job, dst, id, &f),
         }
     };
     if outer * m * inner >= 1 << 16 && outer > 1 {
@@ -479,51 +483,59 @@ fn simd_level() -> Level {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
-unsafe fn block_avx512<T: Elem>(b: &Block<'_, T>, dst: &mut [T], f: &impl Fn(T, T) -> T) {
-    block_generic(b, dst, f)
+unsafe fn block_avx512<T: Elem>(b: &Block<'_, T>, dst: &mut [T], id: T, f: &impl Fn(T, T) -> T) {
+    block_generic(b, dst, id, f)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn block_avx2<T: Elem>(b: &Block<'_, T>, dst: &mut [T], f: &impl Fn(T, T) -> T) {
-    block_generic(b, dst, f)
+unsafe fn block_avx2<T: Elem>(b: &Block<'_, T>, dst: &mut [T], id: T, f: &impl Fn(T, T) -> T) {
+    block_generic(b, dst, id, f)
 }
 
+/// `$go::<T, L>($args..., c)` over `[0, $n)` in chunks of `L` = 32, 16, 8
+/// and then 1 elements starting at `c`.
+macro_rules! by_chunks {
+    ($n:expr, $go:ident($($arg:expr),*)) => {{
+        let n = $n;
+        let mut c = 0;
+        while c + 32 <= n {
+            $go::<T, 32>($($arg,)* c);
+            c += 32;
+        }
+        if c + 16 <= n {
+            $go::<T, 16>($($arg,)* c);
+            c += 16;
+        }
+        if c + 8 <= n {
+            $go::<T, 8>($($arg,)* c);
+            c += 8;
+        }
+        while c < n {
+            $go::<T, 1>($($arg,)* c);
+            c += 1;
+        }
+    }};
+}
+
+/// Every window position of one block folded from the identity `id` into
+/// `dst` (whatever it held), a chunk of outputs at a time: the chunk folds
+/// every position in registers and is stored once. Folding position by
+/// position straight into `dst` let LLVM turn a maximum's `*a = if b > *a { b } else { *a }`
+/// into masked stores, which AMD's AVX2 cores run at a fraction of the
+/// speed of plain ones (max-pool over f32[8, 64, 112, 112]: about 70% of
+/// the kernel's time on a Zen 3). Each output folds its inputs in the same
+/// order as before.
 #[inline(always)]
-fn block_generic<T: Elem>(b: &Block<'_, T>, dst: &mut [T], f: &impl Fn(T, T) -> T) {
+fn block_generic<T: Elem>(b: &Block<'_, T>, dst: &mut [T], id: T, f: &impl Fn(T, T) -> T) {
     let src = b.src;
     if b.inner == 1 {
         // The windowed dimension is the innermost.
         match b.runs {
-            Some(runs) => {
-                for &(lo, hi, first) in runs {
-                    let out = &mut dst[lo..hi];
-                    let reads = &src[first..];
-                    if b.stride == 2 {
-                        // Pairs, so the compiler de-interleaves with shuffles.
-                        let pairs = reads.chunks_exact(2);
-                        let done = pairs.len().min(out.len());
-                        for (a, pair) in out.iter_mut().zip(pairs) {
-                            *a = f(*a, pair[0]);
-                        }
-                        for (a, &v) in out[done..]
-                            .iter_mut()
-                            .zip(reads[2 * done..].iter().step_by(2))
-                        {
-                            *a = f(*a, v);
-                        }
-                    } else {
-                        for (a, &v) in out.iter_mut().zip(reads.iter().step_by(b.stride)) {
-                            *a = f(*a, v);
-                        }
-                    }
-                }
-            }
+            Some(runs) => by_chunks!(dst.len(), runs_chunk(dst, src, runs, b.stride, id, f)),
             None => {
                 for (a, taps) in dst.iter_mut().zip(b.taps) {
-                    for &i in taps {
-                        *a = f(*a, src[i]);
-                    }
+                    *a = taps.iter().fold(id, |acc, &i| f(acc, src[i]));
                 }
             }
         }
@@ -532,13 +544,67 @@ fn block_generic<T: Elem>(b: &Block<'_, T>, dst: &mut [T], f: &impl Fn(T, T) -> 
     let inner = b.inner;
     for (o, taps) in b.taps.iter().enumerate() {
         let acc = &mut dst[o * inner..(o + 1) * inner];
-        for &i in taps {
-            let row = &src[i * inner..(i + 1) * inner];
-            for (a, &v) in acc.iter_mut().zip(row) {
-                *a = f(*a, v);
+        by_chunks!(inner, rows_chunk(acc, src, taps, inner, id, f));
+    }
+}
+
+/// Outputs `[c, c + L)` of a block whose windowed dimension is the
+/// innermost: each run `(lo, hi, first)` (one window position) folds input
+/// `first + (o - lo) * stride` into output `o` for `o` in `[lo, hi)`.
+#[inline(always)]
+fn runs_chunk<T: Elem, const L: usize>(
+    dst: &mut [T],
+    src: &[T],
+    runs: &[(usize, usize, usize)],
+    stride: usize,
+    id: T,
+    f: &impl Fn(T, T) -> T,
+    c: usize,
+) {
+    let mut t = [id; L];
+    for &(lo, hi, first) in runs {
+        if lo <= c && c + L <= hi {
+            let s = first + (c - lo) * stride;
+            if stride == 2 && s + 2 * L <= src.len() {
+                // Pairs, so the compiler de-interleaves with shuffles.
+                let r = &src[s..s + 2 * L];
+                for l in 0..L {
+                    t[l] = f(t[l], r[2 * l]);
+                }
+            } else {
+                for (l, v) in t.iter_mut().enumerate() {
+                    *v = f(*v, src[s + l * stride]);
+                }
+            }
+        } else {
+            for o in lo.max(c)..hi.min(c + L) {
+                t[o - c] = f(t[o - c], src[first + (o - lo) * stride]);
             }
         }
     }
+    dst[c..c + L].copy_from_slice(&t);
+}
+
+/// Elements `[c, c + L)` of output row `acc`, folding input rows `taps`
+/// (each `inner` long) into it.
+#[inline(always)]
+fn rows_chunk<T: Elem, const L: usize>(
+    acc: &mut [T],
+    src: &[T],
+    taps: &[usize],
+    inner: usize,
+    id: T,
+    f: &impl Fn(T, T) -> T,
+    c: usize,
+) {
+    let mut t = [id; L];
+    for &i in taps {
+        let row = &src[i * inner + c..i * inner + c + L];
+        for l in 0..L {
+            t[l] = f(t[l], row[l]);
+        }
+    }
+    acc[c..c + L].copy_from_slice(&t);
 }
 
 impl ReduceWindowKernel {
