@@ -332,7 +332,7 @@ fn pass_with<T: Elem>(
             _ => block_generic(&job, dst, id, &f),
         }
     };
-    if outer * m * inner >= 1 << 16 && outer > 1 {
+    if total >= 1 << 16 && outer > 1 {
         out.par_chunks_mut(m * inner).enumerate().for_each(work);
     } else {
         out.chunks_mut(m * inner).enumerate().for_each(work);
