@@ -205,6 +205,53 @@ fn matrices<'a, T: Copy>(side: &Side, data: &'a [T], contracting_first: bool) ->
     }
 }
 
+/// Runs a large f32 product (`m x k` by `k x n`, operands as (data, row
+/// stride, column stride)) into `dst` on oxla's own AVX2 kernel where that
+/// is the faster one; false leaves it to `gemm`.
+fn own_sgemm<T: 'static>(
+    (m, n, k): (usize, usize, usize),
+    (a, ars, acs): (&[T], usize, usize),
+    (b, brs, bcs): (&[T], usize, usize),
+    dst: &mut [T],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
+        && super::sgemm::preferred((m, n, k))
+        && dst.len() >= m * n
+    {
+        use super::sgemm::{Operand, sgemm};
+        let a = Operand {
+            ptr: a.as_ptr().cast(),
+            rs: ars as isize,
+            cs: acs as isize,
+        };
+        let b = Operand {
+            ptr: b.as_ptr().cast(),
+            rs: brs as isize,
+            cs: bcs as isize,
+        };
+        // SAFETY: `T` is f32 (checked above), so the casts keep the element
+        // type. The elements read, a[i*ars + p*acs] and b[p*brs + j*bcs] for
+        // i < m, p < k, j < n, are inside the operands by construction of
+        // their strides from the shapes (as for `gemm`); `dst` holds m x n
+        // with row stride n and overlaps neither; `preferred` checked the
+        // features.
+        unsafe {
+            sgemm(
+                (m, n, k),
+                a,
+                b,
+                dst.as_mut_ptr().cast(),
+                n,
+                rayon::current_num_threads(),
+            );
+        }
+        return true;
+    }
+    let _ = ((m, n, k), (a, ars, acs), (b, brs, bcs), dst);
+    false
+}
+
 impl DotKernel {
     fn execute<T: oxla_hlo::NativeType + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
         &self,
@@ -268,6 +315,13 @@ impl DotKernel {
                         dst[i * n + j] = acc;
                     }
                 }
+            } else if own_sgemm(
+                (m, n, k),
+                (a_data, a.rows.1, a.cols.1),
+                (b_data, b.rows.1, b.cols.1),
+                dst,
+            ) {
+                // A large f32 product on an AVX2 host without AVX-512.
             } else {
                 // SAFETY: `dst` holds m*n elements written with row stride n and
                 // column stride 1. The lhs elements read are at a_off + i*rs + p*cs

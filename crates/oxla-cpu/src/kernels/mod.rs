@@ -59,6 +59,8 @@ pub(crate) mod pad;
 pub(crate) mod pipeline;
 pub(crate) mod random;
 pub(crate) mod reduce;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod sgemm;
 pub(crate) mod slices;
 pub(crate) mod sort;
 pub(crate) mod stream;
