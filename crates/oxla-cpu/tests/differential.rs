@@ -2109,6 +2109,31 @@ fn argmax_and_argmin_reductions_select_exactly_as_the_interpreter() {
             assert!(got.bitwise_eq(&want), "{v} {shape} over {dims}:\n{text}");
         }
     }
+    // Without NaNs, so whole rows pass through the skip over elements that
+    // change nothing, with ties and signed zeros; init indices before, at
+    // and past the first element's.
+    for (reducer, v, i, first) in [
+        (ARGMAX, "f32", "s32", "0"),
+        (argmin.as_str(), "f64", "s64", "7"),
+        (ARGMAX, "f32", "s32", "-3"),
+    ] {
+        let text = argmax_module(reducer, v, i, "300,1001", 1, "1", "300")
+            .replace("constant(3.5)", "constant(100)")
+            .replace(
+                &format!("i0 = {i}[] constant(0)"),
+                &format!("i0 = {i}[] constant({first})"),
+            );
+        let module = oxla_text::parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let listing = oxla_cpu::compile(&module).unwrap().describe();
+        assert!(listing.contains("selection reduce"), "{listing}");
+        for seed in [5, 6] {
+            let (got, want) = run_both(&text, &arguments(&module, seed));
+            assert!(
+                got.bitwise_eq(&want),
+                "{v} without NaNs, init index {first}"
+            );
+        }
+    }
     // The first NaN wins; a tie keeps the first index but takes the later
     // value's bits (JAX's reducer selects the value and index apart).
     let text = "HloModule a\n".to_string()

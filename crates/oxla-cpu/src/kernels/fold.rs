@@ -433,18 +433,54 @@ fn select_typed<T: Lanes + Send + Sync, I: Lanes + Send + Sync>(
     let mut vo = pool.take::<T>(g.out_count);
     let mut io = pool.take::<I>(g.out_count);
     let keep = &k.keep;
+    // Value cases in which the reducer keeps the accumulated pair whatever
+    // the indices: an element in such a case changes nothing, so it is
+    // passed over without reading its index. For argmax, every element
+    // below the running maximum; for argmin, every one above the minimum;
+    // for both, everything after a NaN has been taken.
+    let still = |case: usize| (0..3).all(|i| keep[case * 3 + i] == (true, true));
+    let (below, above) = (still(2), still(0));
+    let sink = still(3) && still(5);
+    let nan = |x: T| x.partial_cmp(&x).is_none();
+    let quiet = |c: T, v: T| (below && c < v) || (above && c > v);
+    let vectors = (below || above) && stride == 1;
     g.each2(&mut vo, &mut io, |base| {
         let (mut v, mut i) = (v0, i0);
-        for start in g.runs(base) {
-            for e in 0..n {
-                let at = start + e * stride;
-                let (c, q) = (x[at], j[at]);
-                let (keep_v, keep_i) = keep[value_case(v, c) * 3 + index_case(i, q)];
-                if !keep_v {
-                    v = c;
+        'runs: for start in g.runs(base) {
+            if sink && nan(v) {
+                break;
+            }
+            let mut e = 0;
+            while e < n {
+                if vectors && e + 16 <= n {
+                    let chunk = &x[start + e..start + e + 16];
+                    // No early exit: the whole chunk compares in vectors.
+                    let calm = if below {
+                        chunk.iter().fold(true, |q, &c| q & (c < v))
+                    } else {
+                        above && chunk.iter().fold(true, |q, &c| q & (c > v))
+                    };
+                    if calm {
+                        e += 16;
+                        continue;
+                    }
                 }
+                let at = start + e * stride;
+                e += 1;
+                let c = x[at];
+                if quiet(c, v) {
+                    continue;
+                }
+                let q = j[at];
+                let (keep_v, keep_i) = keep[value_case(v, c) * 3 + index_case(i, q)];
                 if !keep_i {
                     i = q;
+                }
+                if !keep_v {
+                    v = c;
+                    if sink && nan(v) {
+                        break 'runs;
+                    }
                 }
             }
         }
