@@ -459,10 +459,12 @@ mod tests {
         if !available() {
             return;
         }
+        // Test set-up, not user input: building a two-thread pool fails only
+        // if the OS cannot start threads, and then no test can run.
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
-            .unwrap();
+            .expect("a two-thread pool for the test");
         pool.install(|| {
             // Partial tiles on both sides, several contraction blocks with
             // even splits (513, 700), more rows than a row block (150, 300),
