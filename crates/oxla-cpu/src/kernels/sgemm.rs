@@ -15,8 +15,13 @@ use rayon::prelude::*;
 
 const MR: usize = 6;
 const NR: usize = 16;
-const KC: usize = 256;
-const MC: usize = 144;
+// A long contraction block halves the register tile's start and end (zeroing,
+// prefetching and the final read-modify-write of the result) per product
+// against 256 steps; a short row block keeps the packed left block (72 x 512
+// floats, 144 KiB) in L2 as before. Measured against KC = 256, MC = 144 on
+// the AVX2 EPYC: 3% faster at 1024^3 and 2048^3, on one thread and on two.
+const KC: usize = 512;
+const MC: usize = 72;
 const NC: usize = 2048;
 
 /// Products with fewer multiply-adds than this stay with `gemm`.
@@ -467,13 +472,13 @@ mod tests {
             .expect("a two-thread pool for the test");
         pool.install(|| {
             // Partial tiles on both sides, several contraction blocks with
-            // even splits (513, 700), more rows than a row block (150, 300),
+            // even splits (513, 700, 1100), more rows than a row block (150, 300),
             // more columns than a column block (2100), an empty contraction.
             for shape in [
                 (1, 1, 1),
                 (7, 17, 3),
                 (6, 16, 256),
-                (13, 33, 300),
+                (13, 33, 1100),
                 (150, 37, 513),
                 (300, 290, 700),
                 (5, 2100, 20),
