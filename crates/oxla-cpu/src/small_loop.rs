@@ -29,7 +29,7 @@ use crate::kernels::gather::{ScatterKernel, plan_scatter};
 use crate::kernels::slices::{clamped_starts, row_major, slice_into, update_into};
 use crate::kernels::typed::{self, ScalarFn, Typed, UpdateFn};
 use crate::kernels::view::View;
-use crate::value::Value;
+use crate::value::{Value, unshare};
 
 /// Arrays larger than this leave the loop to the executor, whose kernels
 /// vectorise and split work across threads; but for large state arrays
@@ -1443,7 +1443,7 @@ impl SmallLoop {
         limit: Option<u64>,
     ) -> Result<Value<'a>, LoopError> {
         let leaves: Vec<Value<'a>> = match state {
-            Value::Tuple(t) if self.tuple => t.to_vec(),
+            Value::Tuple(t) if self.tuple => unshare(t),
             Value::Array(_) if !self.tuple => vec![state],
             _ => {
                 return Err(LoopError::State(
@@ -1458,24 +1458,44 @@ impl SmallLoop {
                 self.state.len()
             )));
         }
-        for (i, (leaf, shape)) in leaves.iter().zip(&self.state).enumerate() {
-            let loaded = leaf.array().is_some_and(|a| {
-                a.dims() == shape.dims()
-                    && a.element_type() == shape.element_type()
-                    && match self.state_locs[i] {
-                        Loc::Reg(r) => copy_into(&mut frame.regs[r], a.data()),
-                        Loc::Bank(b) => typed::bits_of(a.data())
-                            .map(|v| frame.bank[b] = v)
-                            .is_some(),
-                    }
+        for (i, (mut leaf, shape)) in leaves.into_iter().zip(&self.state).enumerate() {
+            let fits = leaf.array().is_some_and(|a| {
+                a.dims() == shape.dims() && a.element_type() == shape.element_type()
             });
+            let loaded = fits
+                && match self.state_locs[i] {
+                    // An array no one else holds becomes the register: a
+                    // large state is not copied in. Others are copied, into
+                    // the register's own buffer when it has one of that size
+                    // (a state moved out at the end of the last run leaves
+                    // it empty).
+                    Loc::Reg(r) => match leaf.take_unshared() {
+                        Some(a) => {
+                            frame.regs[r] = a.into_data();
+                            true
+                        }
+                        None => leaf.array().is_some_and(|a| {
+                            let reg = &mut frame.regs[r];
+                            if reg.len() == a.data().len() {
+                                copy_into(reg, a.data())
+                            } else {
+                                *reg = a.data().clone();
+                                true
+                            }
+                        }),
+                    },
+                    Loc::Bank(b) => leaf
+                        .array()
+                        .and_then(|a| typed::bits_of(a.data()))
+                        .map(|v| frame.bank[b] = v)
+                        .is_some(),
+                };
             if !loaded {
                 return Err(LoopError::State(format!(
                     "part {i} of the loop state is not {shape}"
                 )));
             }
         }
-        drop(leaves);
         let mut scratch = Scratch::default();
         run_loop(&self.code, frame, &mut scratch, limit)?;
         let out: Vec<Value<'a>> = self
@@ -1483,8 +1503,19 @@ impl SmallLoop {
             .iter()
             .zip(&self.code.state)
             .zip(&self.state_locs)
-            .map(|((shape, &r), loc)| {
-                let mut data = frame.regs[r].clone();
+            .enumerate()
+            .map(|(j, ((shape, &r), loc))| {
+                // The final state leaves by move, unless a later part reads
+                // the same register or the register stands for a banked
+                // scalar (loading refills only the bank, and the loop's
+                // indexing writes banked values into their registers).
+                let banked = matches!(loc, Loc::Bank(_));
+                let mut data = if banked || self.code.state[j + 1..].contains(&r) {
+                    frame.regs[r].clone()
+                } else {
+                    let empty = ArrayData::zeros(frame.regs[r].element_type(), 0);
+                    std::mem::replace(&mut frame.regs[r], empty)
+                };
                 if let Loc::Bank(b) = *loc
                     && !typed::set_bits(&mut data, frame.bank[b])
                 {

@@ -1130,6 +1130,39 @@ ENTRY e {
 }
 
 #[test]
+fn a_state_array_read_again_after_the_loop_is_not_updated_under_its_reader() {
+    // `ys` (x * x) enters the loop as state, which the loop updates in
+    // place (row i becomes 2 * x), and the entry reads it again afterwards:
+    // the loop must work on its own copy, not on the buffer its later
+    // reader holds.
+    let text = ROWS_LOOP
+        .replace(
+            "  ys = f32[1000,64] broadcast(zero), dimensions={}",
+            "  ys = f32[1000,64] multiply(xs, xs)",
+        )
+        .replace(
+            "  ROOT r = f32[1000,64] get-tuple-element(w), index=2",
+            "  r = f32[1000,64] get-tuple-element(w), index=2\n  ROOT d = f32[1000,64] subtract(r, ys)",
+        );
+    assert!(text.contains("subtract(r, ys)") && text.contains("multiply(xs, xs)"));
+    let xs = rows_input();
+    let x = xs.to_vec::<f32>().unwrap();
+    for (trips, rows) in [("1000", 1000), ("500", 500)] {
+        let text = text.replace(
+            "n = s32[] constant(1000)",
+            &format!("n = s32[] constant({trips})"),
+        );
+        let got = check(&text, std::slice::from_ref(&xs))
+            .to_vec::<f32>()
+            .unwrap();
+        for (k, (&g, &v)) in got.iter().zip(&x).enumerate() {
+            let want = if k / 64 < rows { 2.0 * v - v * v } else { 0.0 };
+            assert_eq!(g, want, "{trips} trips: element {k}");
+        }
+    }
+}
+
+#[test]
 fn large_states_read_after_their_update_take_the_general_path() {
     // The body returns the old rows as well as the updated ones: no update
     // in place, so no copy per iteration in the register program either.
