@@ -3,7 +3,9 @@
 //! over three arrays of 2^25 f32 (128 MiB each), counting the bytes read
 //! and written (12 per element, as STREAM does), on one thread and on
 //! every core, with plain stores and with non-temporal (streaming) stores,
-//! median of nine runs after a warm-up.
+//! median of nine runs after a warm-up. It also times a read-only pass (the
+//! sum of one array, 4 bytes an element), the ceiling for reductions such as
+//! a row sum, which write almost nothing.
 //!
 //! `cargo run --release -p oxla-cpu --example stream_bw`
 
@@ -69,6 +71,39 @@ fn measure(a: &mut [f32], b: &[f32], c: &[f32], threads: usize, stream: bool) ->
     (N * 12) as f64 / times[RUNS / 2] / 1e9
 }
 
+/// The sum of `b` in 64 independent lanes (so the compiler keeps them in
+/// vector registers without reordering any lane's additions).
+fn read_sum(b: &[f32]) -> f32 {
+    let mut acc = [0f32; 64];
+    let chunks = b.chunks_exact(64);
+    let rest: f32 = chunks.remainder().iter().sum();
+    for c in chunks {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a += x;
+        }
+    }
+    acc.iter().sum::<f32>() + rest
+}
+
+/// GB/s of [`read_sum`] over `b` on `threads` threads.
+fn measure_read(b: &[f32], threads: usize) -> f64 {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a thread pool");
+    let share = (N / threads).next_multiple_of(1024);
+    let run = || {
+        let start = Instant::now();
+        let sum: f32 = pool.install(|| b.par_chunks(share).map(read_sum).sum());
+        assert_eq!(sum, N as f32, "the sum of ones");
+        start.elapsed().as_secs_f64()
+    };
+    run();
+    let mut times: Vec<f64> = (0..RUNS).map(|_| run()).collect();
+    times.sort_by(f64::total_cmp);
+    (N * 4) as f64 / times[RUNS / 2] / 1e9
+}
+
 /// A vector of `N` copies of `v` starting on a 64-byte boundary (a larger
 /// allocation, offset), every page touched.
 fn aligned(v: f32) -> (Vec<f32>, usize) {
@@ -98,6 +133,8 @@ fn main() {
             let kind = if stream { "streaming" } else { "plain" };
             println!("{t} thread(s), {kind} stores: triad {gbs:.1} GB/s");
         }
+        let gbs = measure_read(&b[ob..ob + N], t);
+        println!("{t} thread(s), read only: sum {gbs:.1} GB/s");
     }
     assert!(
         a[oa..oa + N].iter().all(|&x| x == 7.0),
