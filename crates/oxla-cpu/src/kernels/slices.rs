@@ -108,13 +108,25 @@ pub(crate) fn clamped_starts(
     out.clear();
     for d in 0..count {
         let raw = match vector {
-            Some(v) => v.scalar(d).as_i128(),
-            None if values[d].len() == 1 => values[d].scalar(0).as_i128(),
+            Some(v) => index_at(v, d),
+            None if values[d].len() == 1 => index_at(values[d], 0),
             None => return Err("start indices must be scalars".into()),
         };
         out.push(raw.clamp(0, dims[d].saturating_sub(sizes[d]) as i128) as usize);
     }
     Ok(())
+}
+
+/// Element `i` of an index array as an integer: read directly for the
+/// index types JAX writes (s32, s64), through the generic scalar otherwise.
+/// A loop's `dynamic-slice` reads its starts every iteration.
+#[inline]
+fn index_at(v: &ArrayData, i: usize) -> i128 {
+    match v {
+        ArrayData::S32(x) => x[i] as i128,
+        ArrayData::S64(x) => x[i] as i128,
+        _ => v.scalar(i).as_i128(),
+    }
 }
 
 /// Copies the block of dimensions `sizes` at `start` of `src` (row-major
