@@ -119,7 +119,8 @@ pub(crate) fn clamped_starts(
 
 /// Element `i` of an index array as an integer: read directly for the
 /// index types JAX writes (s32, s64), through the generic scalar otherwise.
-/// A loop's `dynamic-slice` reads its starts every iteration.
+/// A loop's `dynamic-slice` reads its starts every iteration. Callers pass
+/// `i < v.len()` (checked in `clamped_starts` before any read).
 #[inline]
 fn index_at(v: &ArrayData, i: usize) -> i128 {
     match v {
