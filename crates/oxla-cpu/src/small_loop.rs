@@ -371,6 +371,7 @@ pub(crate) fn plan(module: &HloModule, comp: ComputationId, instr: InstrId) -> O
     let mut c = Compiler {
         regs: Vec::new(),
         shapes: Vec::new(),
+        fixed: Vec::new(),
     };
     let mut code = c.compile_while(module, (comp, instr), 0)?;
     let largest = c
@@ -953,6 +954,11 @@ fn flipped(dir: ComparisonDirection) -> ComparisonDirection {
 struct Compiler {
     regs: Vec<ArrayData>,
     shapes: Vec<ArrayShape>,
+    /// Registers holding a value known when compiling (a constant, or a
+    /// broadcast, transpose, slice or reverse of one), which no operation
+    /// writes: state registers, the only ones updated in place or swapped
+    /// with a result, are always fresh ones.
+    fixed: Vec<bool>,
 }
 
 /// Where the value of an instruction being compiled is.
@@ -985,6 +991,7 @@ impl Compiler {
         }
         self.regs.push(ArrayData::zeros(shape.element_type(), n));
         self.shapes.push(shape.clone());
+        self.fixed.push(false);
         Some(self.regs.len() - 1)
     }
 
@@ -994,6 +1001,7 @@ impl Compiler {
             return None;
         }
         self.regs[r] = data;
+        self.fixed[r] = true;
         Some(r)
     }
 
@@ -1321,13 +1329,21 @@ impl Compiler {
                     return None;
                 }
                 let index = index_table(&view)?;
-                let out = self.new_reg(shape)?;
                 if index
                     .iter()
                     .any(|&i| i as usize >= self.regs[regs[0]].len())
                 {
                     return None;
                 }
+                if self.fixed[regs[0]] {
+                    // Of a constant (a broadcast of a scalar, most often):
+                    // gathered once here instead of every iteration.
+                    let mut data = ArrayData::zeros(ty, index.len());
+                    return gather(&self.regs[regs[0]], &index, &mut data)
+                        .then(|| self.constant(shape, data))
+                        .flatten();
+                }
+                let out = self.new_reg(shape)?;
                 ops.push(Op::Gather {
                     src: regs[0],
                     index,
@@ -1854,6 +1870,11 @@ fn copy_into(dst: &mut ArrayData, src: &ArrayData) -> bool {
 fn gather(src: &ArrayData, index: &[u32], out: &mut ArrayData) -> bool {
     fn go<T: NativeType>(o: &mut [T], src: &ArrayData, index: &[u32]) -> bool {
         match T::slice(src) {
+            // A broadcast of a scalar (every index is 0).
+            Some(&[v]) if o.len() == index.len() => {
+                o.fill(v);
+                true
+            }
             Some(s) if o.len() == index.len() => {
                 for (o, &i) in o.iter_mut().zip(index) {
                     *o = s[i as usize];

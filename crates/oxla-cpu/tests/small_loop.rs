@@ -200,6 +200,57 @@ ENTRY e {
 }
 
 #[test]
+fn layout_operations_of_constants_and_of_loop_values() {
+    // Each iteration: x = x * broadcast(2) + transpose(k) + broadcast(i),
+    // the first two of constants (computed once when compiling), the last
+    // of the counter (a scalar broadcast every iteration).
+    let text = "HloModule c
+body {
+  p = (s32[], f32[2,3]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  x = f32[2,3] get-tuple-element(p), index=1
+  two = f32[] constant(2)
+  twos = f32[2,3] broadcast(two), dimensions={}
+  k = f32[3,2] constant({{1, 2}, {3, 4}, {5, 6}})
+  kt = f32[2,3] transpose(k), dimensions={1,0}
+  fi = f32[] convert(i)
+  bi = f32[2,3] broadcast(fi), dimensions={}
+  m = f32[2,3] multiply(x, twos)
+  a = f32[2,3] add(m, kt)
+  r = f32[2,3] add(a, bi)
+  ROOT t = (s32[], f32[2,3]) tuple(j, r)
+}
+cond {
+  p = (s32[], f32[2,3]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(40)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  z = s32[] constant(0)
+  x = f32[2,3] parameter(0)
+  init = (s32[], f32[2,3]) tuple(z, x)
+  w = (s32[], f32[2,3]) while(init), condition=cond, body=body
+  ROOT r = f32[2,3] get-tuple-element(w), index=1
+}
+";
+    let x = Literal::from_vec(&[2, 3], vec![0f32, 1., -1., 0.5, 2., 10.]).unwrap();
+    let out = check(text, &[x.clone()]);
+    // Forty iterations of x -> (2x + kt) + i, i = 0..40, in the loop's
+    // order of f32 operations.
+    let kt = [1f32, 3., 5., 2., 4., 6.];
+    let mut want = x.to_vec::<f32>().unwrap();
+    for i in 0..40 {
+        for (w, k) in want.iter_mut().zip(kt) {
+            *w = *w * 2.0 + k + i as f32;
+        }
+    }
+    assert_eq!(out.to_vec::<f32>().unwrap(), want);
+}
+
+#[test]
 fn results_used_twice_and_constant_results() {
     let text = "HloModule d
 body {
