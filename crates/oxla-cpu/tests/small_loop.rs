@@ -237,7 +237,7 @@ ENTRY e {
 }
 ";
     let x = Literal::from_vec(&[2, 3], vec![0f32, 1., -1., 0.5, 2., 10.]).unwrap();
-    let out = check(text, &[x.clone()]);
+    let out = check(text, std::slice::from_ref(&x));
     // Forty iterations of x -> (2x + kt) + i, i = 0..40, in the loop's
     // order of f32 operations.
     let kt = [1f32, 3., 5., 2., 4., 6.];
