@@ -1264,34 +1264,40 @@ mod tests {
         t
     }
 
+    /// An `n x n` lower or upper triangle, unit or not: off-diagonal
+    /// entries of at most `scale / n` keep it well conditioned (random
+    /// unit triangles are not).
+    fn triangle(n: usize, seed: u64, scale: f64, lower: bool, unit: bool) -> (Vec<f64>, Triangle) {
+        let mut t: Vec<f64> = matrix(n, n, seed)
+            .iter()
+            .map(|v| v * scale / n as f64)
+            .collect();
+        for i in 0..n {
+            for j in 0..n {
+                if (lower && j > i) || (!lower && j < i) {
+                    t[i * n + j] = 0.0;
+                }
+            }
+            t[i * n + i] = if unit { 1.0 } else { 2.0 + t[i * n + i] };
+        }
+        let tri = Triangle {
+            row: 0,
+            col: 0,
+            n,
+            lower,
+            unit,
+        };
+        (t, tri)
+    }
+
     #[test]
     fn triangular_solves_invert_the_product() {
         for &(n, cols) in &[(1usize, 1usize), (9, 3), (40, 17), (130, 5)] {
             for lower in [true, false] {
                 for unit in [true, false] {
-                    // Small off-diagonal entries keep it well conditioned
-                    // (random unit triangles are not).
-                    let mut t: Vec<f64> = matrix(n, n, (n + cols) as u64)
-                        .iter()
-                        .map(|v| v * 2.0 / n as f64)
-                        .collect();
-                    for i in 0..n {
-                        for j in 0..n {
-                            if (lower && j > i) || (!lower && j < i) {
-                                t[i * n + j] = 0.0;
-                            }
-                        }
-                        t[i * n + i] = if unit { 1.0 } else { 2.0 + t[i * n + i] };
-                    }
+                    let (t, tri) = triangle(n, (n + cols) as u64, 2.0, lower, unit);
                     let x = matrix(n, cols, 7);
                     let mut b = matmul(&t, &x, n, n, cols);
-                    let tri = Triangle {
-                        row: 0,
-                        col: 0,
-                        n,
-                        lower,
-                        unit,
-                    };
                     let mut b2 = b.clone();
                     solve_left(&t, n, tri, &mut b, cols, cols);
                     assert!(max_diff(&b, &x) < 1e-10, "{n} {lower} {unit}");
@@ -1325,28 +1331,13 @@ mod tests {
             .unwrap();
         let (n, cols, ldb) = (512usize, 300usize, 310usize);
         for (lower, unit) in [(true, false), (false, true)] {
-            let mut t: Vec<f64> = matrix(n, n, 5).iter().map(|v| v / n as f64).collect();
-            for i in 0..n {
-                for j in 0..n {
-                    if (lower && j > i) || (!lower && j < i) {
-                        t[i * n + j] = 0.0;
-                    }
-                }
-                t[i * n + i] = if unit { 1.0 } else { 2.0 + t[i * n + i] };
-            }
+            let (t, tri) = triangle(n, 5, 1.0, lower, unit);
             let x = matrix(n, cols, 11);
             let b = matmul(&t, &x, n, n, cols);
             let mut buf = vec![99.0; n * ldb];
             for i in 0..n {
                 buf[i * ldb..i * ldb + cols].copy_from_slice(&b[i * cols..(i + 1) * cols]);
             }
-            let tri = Triangle {
-                row: 0,
-                col: 0,
-                n,
-                lower,
-                unit,
-            };
             let mut serial = buf.clone();
             pool.install(|| solve_left(&t, n, tri, &mut buf, ldb, cols));
             solve_left_blocked(&t, n, tri, &mut serial, ldb, cols);

@@ -155,26 +155,20 @@ fn fold<T: Float>(op: Binary, t: &[T]) -> T {
 #[inline(always)]
 fn minmax_f32<T: Float>(max: bool, t: &[T]) -> Option<(T, bool)> {
     #[cfg(target_arch = "x86_64")]
-    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
-        && std::is_x86_feature_detected!("avx512f")
-    {
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
         // SAFETY: T is f32 (same TypeId), so the slice is one of f32.
         let xs = unsafe { std::slice::from_raw_parts(t.as_ptr().cast::<f32>(), t.len()) };
-        // SAFETY: AVX-512F was just detected.
-        let (v, nan) = unsafe { minmax_f32_avx512(max, xs) };
+        let found = if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: AVX-512F was just detected.
+            Some(unsafe { minmax_f32_avx512(max, xs) })
+        } else if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 was just detected.
+            Some(unsafe { minmax_f32_avx2(max, xs) })
+        } else {
+            None
+        };
         // f32 -> f64 -> f32 is exact.
-        return Some((T::from_f64(f64::from(v)), nan));
-    }
-    #[cfg(target_arch = "x86_64")]
-    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
-        && std::is_x86_feature_detected!("avx2")
-    {
-        // SAFETY: T is f32 (same TypeId), so the slice is one of f32.
-        let xs = unsafe { std::slice::from_raw_parts(t.as_ptr().cast::<f32>(), t.len()) };
-        // SAFETY: AVX2 was just detected.
-        let (v, nan) = unsafe { minmax_f32_avx2(max, xs) };
-        // f32 -> f64 -> f32 is exact.
-        return Some((T::from_f64(f64::from(v)), nan));
+        return found.map(|(v, nan)| (T::from_f64(f64::from(v)), nan));
     }
     let _ = (max, t);
     None
@@ -215,6 +209,20 @@ fn minmax_f32_avx2(max: bool, t: &[f32]) -> (f32, bool) {
         // SAFETY: 8 floats into an 8-float array.
         unsafe { _mm256_storeu_ps(l.as_mut_ptr(), a) };
     }
+    let nan = _mm256_movemask_ps(_mm256_or_ps(nan[0], nan[1])) != 0;
+    finish_minmax(max, lanes.as_flattened(), nan, rest)
+}
+
+/// The end of an explicit max (or min) fold: the lanes its vector loop
+/// left, then the elements after its last whole chunk, folded with the
+/// fast pass's plain comparison; and whether the loop or those elements
+/// saw a NaN.
+fn finish_minmax(max: bool, lanes: &[f32], nan: bool, rest: &[f32]) -> (f32, bool) {
+    let id = if max {
+        f32::NEG_INFINITY
+    } else {
+        f32::INFINITY
+    };
     let pick = |a: f32, b: f32| {
         if max {
             if b > a { b } else { a }
@@ -224,13 +232,8 @@ fn minmax_f32_avx2(max: bool, t: &[f32]) -> (f32, bool) {
             a
         }
     };
-    let mut r = lanes.iter().flatten().fold(id, |a, &b| pick(a, b));
-    let mut any = _mm256_movemask_ps(_mm256_or_ps(nan[0], nan[1])) != 0;
-    for &v in rest {
-        r = pick(r, v);
-        any |= v.is_nan();
-    }
-    (r, any)
+    let r = lanes.iter().chain(rest).fold(id, |a, &b| pick(a, b));
+    (r, nan || rest.iter().any(|v| v.is_nan()))
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -264,22 +267,7 @@ fn minmax_f32_avx512(max: bool, t: &[f32]) -> (f32, bool) {
         // SAFETY: 16 floats into a 16-float array.
         unsafe { _mm512_storeu_ps(l.as_mut_ptr(), a) };
     }
-    let pick = |a: f32, b: f32| {
-        if max {
-            if b > a { b } else { a }
-        } else if b < a {
-            b
-        } else {
-            a
-        }
-    };
-    let mut r = lanes.iter().flatten().fold(id, |a, &b| pick(a, b));
-    let mut any = nan != 0;
-    for &v in rest {
-        r = pick(r, v);
-        any |= v.is_nan();
-    }
-    (r, any)
+    finish_minmax(max, lanes.as_flattened(), nan != 0, rest)
 }
 
 /// A summed input `a ∘ x` or `(a ∘ x)²`, with `∘` an add, subtract or
