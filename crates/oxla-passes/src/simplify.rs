@@ -380,6 +380,7 @@ fn simplify(comp: &HloComputation, k: usize) -> Action {
                 None
             }
         }
+        Opcode::Compare => simplify_pred_compare(comp, instr),
         Opcode::GetTupleElement if operand(0).opcode == Opcode::Tuple => {
             let index = instr.attrs.tuple_index.unwrap_or(usize::MAX);
             operand(0)
@@ -453,6 +454,36 @@ fn simplify_identity_element(
     } else {
         None
     }
+}
+
+/// An equality test of predicates against a constant: `x == true` and
+/// `x != false` are `x`, `x == false` and `x != true` are `not(x)` (JAX
+/// writes `lt != false` when it compares a remainder's sign with a
+/// divisor's known one).
+fn simplify_pred_compare(comp: &HloComputation, instr: &HloInstruction) -> Option<Action> {
+    use oxla_hlo::ir::ComparisonDirection::{Eq, Ne};
+    let (lhs, rhs) = (instr.operands[0], instr.operands[1]);
+    let direction = instr.attrs.comparison_direction?;
+    if !comp.instruction(lhs).shape.element_type()?.is_pred() || !matches!(direction, Eq | Ne) {
+        return None;
+    }
+    let out_dims = instr.shape.as_array().map(|a| a.dims());
+    for (x, c) in [(lhs, rhs), (rhs, lhs)] {
+        if dims(comp, x) != out_dims {
+            continue;
+        }
+        for value in [true, false] {
+            if all_elements(comp, c, &|s| s == Scalar::Pred(value)) {
+                // Equal to `true` or unequal to `false`: `x` itself.
+                return Some(if (direction == Eq) == value {
+                    Action::Replace(x)
+                } else {
+                    rewrite(instr, Opcode::Not, vec![x], Attrs::default())
+                });
+            }
+        }
+    }
+    None
 }
 
 /// A full slice disappears; a slice of a slice becomes one slice.

@@ -291,6 +291,44 @@ fn integer_and_boolean_identities() {
 }
 
 #[test]
+fn predicates_compared_with_constants_are_themselves_or_their_negation() {
+    check(
+        simplify(),
+        "HloModule m
+        ENTRY e {
+          q = pred[4] parameter(0)
+          i = s32[4] parameter(1)
+          t = pred[] constant(true)
+          f = pred[] constant(false)
+          bt = pred[4] broadcast(t), dimensions={}
+          bf = pred[4] broadcast(f), dimensions={}
+          c = pred[4] constant({false, false, false, false})
+          a = pred[4] compare(q, bf), direction=NE
+          b = pred[4] compare(bt, q), direction=EQ
+          n = pred[4] compare(c, q), direction=EQ
+          m = pred[4] compare(q, bt), direction=NE
+          o = pred[4] compare(q, bf), direction=GT
+          z = s32[4] constant({0, 0, 0, 0})
+          k = pred[4] compare(i, z), direction=NE
+          ROOT r = (pred[4], pred[4], pred[4], pred[4], pred[4], pred[4]) tuple(a, b, n, m, o, k)
+        }",
+        &[
+            "q = pred[4] parameter(0)",
+            "i = s32[4] parameter(1)",
+            "f = pred[] constant(false)",
+            "bf = pred[4] broadcast(f), dimensions={}",
+            "n = pred[4] not(q)",
+            "m = pred[4] not(q)",
+            "o = pred[4] compare(q, bf), direction=GT",
+            "z = s32[4] constant({0, 0, 0, 0})",
+            "k = pred[4] compare(i, z), direction=NE",
+            "ROOT r = (pred[4], pred[4], pred[4], pred[4], pred[4], /*index=5*/pred[4]) \
+             tuple(q, q, n, m, o, /*index=5*/k)",
+        ],
+    );
+}
+
+#[test]
 fn complex_multiplication_by_one_stays() {
     // (a+bi)(1+0i) computes b*0, which is NaN when b is infinite.
     check(
