@@ -751,6 +751,32 @@ fn compare_typed<T: Lanes, const DIR: u8>(a: &ArrayData, b: &ArrayData, o: &mut 
     true
 }
 
+/// [`compare_typed`] with one operand a scalar (as raw bits), the second
+/// with `SCALAR_FIRST`.
+fn compare_splat_typed<T: Lanes, const DIR: u8, const SCALAR_FIRST: bool>(
+    a: &ArrayData,
+    s: u64,
+    o: &mut ArrayData,
+) -> bool {
+    let (Some(a), ArrayData::Pred(o)) = (T::slice(a), o) else {
+        return false;
+    };
+    if a.len() != o.len() {
+        return false;
+    }
+    let s = T::from_bits(s);
+    vectorized(o.len(), move || {
+        for (o, a) in o.iter_mut().zip(a) {
+            *o = if SCALAR_FIRST {
+                holds::<DIR, T>(&s, a)
+            } else {
+                holds::<DIR, T>(a, &s)
+            };
+        }
+    });
+    true
+}
+
 /// The typed comparison of `ty` operands (under their default comparison type).
 fn compare_fn(dir: ComparisonDirection, ty: PrimitiveType) -> Option<Typed> {
     fn both<T: Lanes, const DIR: u8>() -> Typed {
@@ -758,7 +784,10 @@ fn compare_fn(dir: ComparisonDirection, ty: PrimitiveType) -> Option<Typed> {
             array: compare_typed::<T, DIR>,
             scalar: compare_scalar::<T, DIR>,
             update: None,
-            splat: None,
+            splat: Some([
+                compare_splat_typed::<T, DIR, false>,
+                compare_splat_typed::<T, DIR, true>,
+            ]),
         }
     }
     fn pick<T: Lanes>(dir: ComparisonDirection) -> Typed {
@@ -885,7 +914,14 @@ macro_rules! int_unary {
                     ABS if signed => (self as $signed).wrapping_abs() as $t,
                     ABS => self,
                     NEG => self.wrapping_neg(),
-                    SIGN if signed => (self as $signed).signum() as $t,
+                    // -1 where negative, else 1 where the negation is
+                    // negative (MIN's is MIN, already -1): shifts and an
+                    // or, which vectorise (`signum` compiles to byte
+                    // compares put together one lane at a time).
+                    SIGN if signed => {
+                        let (x, w) = (self as $signed, <$signed>::BITS - 1);
+                        ((x >> w) | ((x.wrapping_neg() >> w) & 1)) as $t
+                    }
                     SIGN => (self != 0) as $t,
                     NOT => !self,
                     POPCNT => self.count_ones() as $t,
@@ -1215,4 +1251,38 @@ pub(crate) fn fold_fn(op: Opcode, ty: PrimitiveType) -> Option<FoldFn> {
         PrimitiveType::Pred => pick::<bool>(op),
         _ => None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `sign` of each value through the typed loop, against `signum`.
+    fn signs<T: NativeType + Copy>(values: Vec<T>, want: impl Fn(T) -> T) -> Result<(), String> {
+        let ty = T::TYPE;
+        let f = unary_fn(Opcode::Sign, ty).ok_or(format!("no sign for {ty:?}"))?;
+        // Long enough for the vector loop, with a tail.
+        let x: Vec<T> = values.iter().copied().cycle().take(100).collect();
+        let mut out = ArrayData::zeros(ty, x.len());
+        if !f(&T::wrap(x.clone()), &mut out) {
+            return Err(format!("sign of {ty:?} failed"));
+        }
+        let got = T::slice(&out).ok_or("result type")?;
+        for (g, &v) in got.iter().zip(&x) {
+            if *g != want(v) {
+                return Err(format!("sign of {v:?} ({ty:?}) is {g:?}"));
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn integer_signs_are_minus_one_zero_or_one_at_every_width() -> Result<(), String> {
+        signs(vec![i8::MIN, -7, -1, 0, 1, 9, i8::MAX], i8::signum)?;
+        signs(vec![i16::MIN, -300, 0, 300, i16::MAX], i16::signum)?;
+        signs(vec![i32::MIN, -5, -1, 0, 1, 3, i32::MAX], i32::signum)?;
+        signs(vec![i64::MIN, -1, 0, 1, i64::MAX], i64::signum)?;
+        signs(vec![0u32, 1, 7, u32::MAX], |v| u32::from(v != 0))?;
+        signs(vec![0u8, 1, 200, u8::MAX], |v| u8::from(v != 0))
+    }
 }
