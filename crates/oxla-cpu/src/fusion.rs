@@ -243,6 +243,9 @@ pub(crate) fn plan(module: &HloModule, comp: &HloComputation, live: &[bool]) -> 
     let mut groups: HashMap<usize, Group> = HashMap::new();
     // Values some planned group reads from a buffer.
     let mut group_inputs = vec![false; n];
+    // The tiled loops planned: their members, and whether they take float
+    // arithmetic.
+    let mut tiled: HashMap<usize, (BTreeSet<usize>, bool)> = HashMap::new();
     for k in (0..n).rev() {
         if !live[k] {
             continue;
@@ -265,10 +268,17 @@ pub(crate) fn plan(module: &HloModule, comp: &HloComputation, live: &[bool]) -> 
             plan_reduce(module, comp, k, &users)
         } else if is_index_op(instr.opcode) {
             plan_copy(comp, k, &users).or_else(|| plan_loop(comp, k, &users))
+        } else if let Some(p) = plan_tiled(comp, k, &users, true) {
+            tiled.insert(k, (p.0.clone(), true));
+            Some(p)
+        } else if let Some(p) = plan_loop(comp, k, &users) {
+            Some(p)
         } else {
-            plan_tiled(comp, k, &users, true)
-                .or_else(|| plan_loop(comp, k, &users))
-                .or_else(|| plan_tiled(comp, k, &users, false))
+            let p = plan_tiled(comp, k, &users, false);
+            if let Some(p) = &p {
+                tiled.insert(k, (p.0.clone(), false));
+            }
+            p
         };
         let Some((members, kernel, inputs)) = planned else {
             continue;
@@ -281,8 +291,105 @@ pub(crate) fn plan(module: &HloModule, comp: &HloComputation, live: &[bool]) -> 
         }
         groups.insert(k, Group { kernel, inputs });
     }
+    for t in 0..n {
+        if live[t] && instrs[t].opcode == Opcode::Tuple {
+            merge_tuple_loops(comp, t, &users, &tiled, &mut groups, &mut emitted);
+        }
+    }
     let absorbed = (0..n).map(|k| live[k] && !emitted[k]).collect();
     Fusion { groups, absorbed }
+}
+
+/// Multi-output fusion: the tiled loops (and lone typed operations) over
+/// one shape that only tuple `t` and each other read become one loop that
+/// makes the tuple, passing once over the arrays they share (a JAX
+/// function's outputs computed from the same inputs), and computing in
+/// registers the values they pass each other.
+fn merge_tuple_loops(
+    comp: &HloComputation,
+    t: usize,
+    users: &[Vec<usize>],
+    tiled: &HashMap<usize, (BTreeSet<usize>, bool)>,
+    groups: &mut HashMap<usize, Group>,
+    emitted: &mut [bool],
+) {
+    use crate::kernels::tiled::{Element, TiledLoop, fuse_mixes};
+    let instrs = comp.instructions();
+    let operands: Vec<usize> = instrs[t].operands.iter().map(|o| o.index()).collect();
+    let dims = |o: usize| instrs[o].shape.as_array().map(|a| a.dims());
+    let lone = |o: usize| {
+        !groups.contains_key(&o) && emitted[o] && typed_op(comp, &instrs[o], false).is_some()
+    };
+    let mut roots: Vec<usize> = Vec::new();
+    for &o in &operands {
+        let looped = tiled.contains_key(&o) && groups.contains_key(&o);
+        let first = roots.first().map_or(dims(o), |&r| dims(r));
+        if (looped || lone(o)) && !roots.contains(&o) && first.is_some() && dims(o) == first {
+            roots.push(o);
+        }
+    }
+    // Only values the tuple and the loops themselves read.
+    while let Some(i) = roots
+        .iter()
+        .position(|&o| users[o].iter().any(|u| *u != t && !roots.contains(u)))
+    {
+        roots.remove(i);
+    }
+    if roots.len() < 2 {
+        return;
+    }
+    let mut members = BTreeSet::new();
+    let mut floats = false;
+    for &r in &roots {
+        match tiled.get(&r) {
+            Some((m, f)) => {
+                members.extend(m.iter().copied());
+                floats |= f;
+            }
+            None => {
+                members.insert(r);
+            }
+        }
+    }
+    let Some((nodes, adds, mut inputs, results)) =
+        tiled_nodes(comp, &roots, &members, users, floats)
+    else {
+        return;
+    };
+    let Some(shapes) = roots
+        .iter()
+        .map(|&r| instrs[r].shape.as_array().cloned())
+        .collect::<Option<Vec<_>>>()
+    else {
+        return;
+    };
+    let node_inputs = inputs.len();
+    let elements = operands
+        .iter()
+        .map(|o| match roots.iter().position(|r| r == o) {
+            Some(i) => Element::Result(i),
+            None => Element::Input(match inputs.iter().position(|i| i == o) {
+                Some(j) => j,
+                None => {
+                    inputs.push(*o);
+                    inputs.len() - 1
+                }
+            }),
+        })
+        .collect();
+    let (nodes, results) = fuse_mixes(nodes, &adds, results);
+    let kernel = TiledLoop::tuple(nodes, results, shapes, elements, node_inputs);
+    for r in &roots {
+        groups.remove(r);
+        emitted[*r] = false;
+    }
+    groups.insert(
+        t,
+        Group {
+            kernel: Box::new(kernel),
+            inputs,
+        },
+    );
 }
 
 /// Whether an instruction is something fusion turns into (part of) a kernel.
@@ -443,45 +550,79 @@ fn plan_tiled(
     users: &[Vec<usize>],
     floats: bool,
 ) -> Option<Planned> {
-    use crate::kernels::tiled::{Node, TiledLoop};
+    use crate::kernels::tiled::TiledLoop;
+    let instrs = comp.instructions();
+    let members = tiled_members(comp, k, users, floats)?;
+    let (nodes, adds, inputs, results) = tiled_nodes(comp, &[k], &members, users, floats)?;
+    if floats {
+        let typed_only = |m: &usize| {
+            !pred_logic(comp, &instrs[*m]) && self::typed_op(comp, &instrs[*m], false).is_some()
+        };
+        let fusible_array = |i: &usize| {
+            let instr = &instrs[*i];
+            let scalar = instr.shape.as_array().and_then(|a| a.element_count().ok()) == Some(1);
+            !scalar && (is_index_op(instr.opcode) || compute_type(comp, instr).is_some())
+        };
+        if !members.iter().any(typed_only) || inputs.iter().any(fusible_array) {
+            return None;
+        }
+    }
+    // (The root is the last node, with or without mixes.)
+    let (nodes, _) = crate::kernels::tiled::fuse_mixes(nodes, &adds, results);
+    let kernel = TiledLoop::new(nodes, instrs[k].shape.as_array()?.clone());
+    Some((members, Box::new(kernel), inputs))
+}
+
+/// A broadcast of one element to `dims` in `comp`: a tiled loop's splat.
+fn tiled_splat(comp: &HloComputation, i: &HloInstruction, dims: &[i64]) -> bool {
+    i.opcode == Opcode::Broadcast
+        && i.shape.as_array().is_some_and(|a| a.dims() == dims)
+        && i.operands.first().is_some_and(|o| {
+            comp.instruction(*o)
+                .shape
+                .as_array()
+                .is_some_and(|a| a.element_count().ok() == Some(1))
+        })
+}
+
+/// An iota over `dims` whose values fit its type: a tiled loop makes it
+/// per tile.
+fn tiled_iota(
+    i: &HloInstruction,
+    dims: &[i64],
+) -> Option<(crate::kernels::tiled::IotaFn, usize, usize)> {
+    let a = i.shape.as_array()?;
+    if i.opcode != Opcode::Iota || a.dims() != dims {
+        return None;
+    }
+    let d = usize::try_from(i.attrs.iota_dimension?).ok()?;
+    let size = *a.dims().get(d)?;
+    // (An empty iota, whose other dimensions may be huge, is not one.)
+    let stride = a.dims()[d + 1..]
+        .iter()
+        .try_fold(1usize, |n, &x| n.checked_mul(usize::try_from(x).ok()?))?;
+    let (f, max) = crate::kernels::tiled::iota_fn(a.element_type())?;
+    let ok = size > 0 && stride > 0 && size as u64 <= max;
+    ok.then_some((f, stride, size as usize))
+}
+
+/// The instructions a tiled loop rooted at `k` computes.
+fn tiled_members(
+    comp: &HloComputation,
+    k: usize,
+    users: &[Vec<usize>],
+    floats: bool,
+) -> Option<BTreeSet<usize>> {
     let instrs = comp.instructions();
     let root = &instrs[k];
     typed_op(comp, root, floats)?;
     let typed_op = |comp: &HloComputation, instr: &HloInstruction| typed_op(comp, instr, floats);
-    let shape = root.shape.as_array()?.clone();
-    let dims = shape.dims();
-    // A broadcast of one element to the loop's shape: a splat.
-    let splat = |i: &HloInstruction| {
-        i.opcode == Opcode::Broadcast
-            && i.shape.as_array().is_some_and(|a| a.dims() == dims)
-            && i.operands.first().is_some_and(|o| {
-                comp.instruction(*o)
-                    .shape
-                    .as_array()
-                    .is_some_and(|a| a.element_count().ok() == Some(1))
-            })
-    };
-    // An iota over the loop's shape whose values fit its type: made per tile.
-    let iota = |i: &HloInstruction| -> Option<(crate::kernels::tiled::IotaFn, usize, usize)> {
-        let a = i.shape.as_array()?;
-        if i.opcode != Opcode::Iota || a.dims() != dims {
-            return None;
-        }
-        let d = usize::try_from(i.attrs.iota_dimension?).ok()?;
-        let size = *a.dims().get(d)?;
-        // (An empty iota, whose other dimensions may be huge, is not one.)
-        let stride = a.dims()[d + 1..]
-            .iter()
-            .try_fold(1usize, |n, &x| n.checked_mul(usize::try_from(x).ok()?))?;
-        let (f, max) = crate::kernels::tiled::iota_fn(a.element_type())?;
-        let ok = size > 0 && stride > 0 && size as u64 <= max;
-        ok.then_some((f, stride, size as usize))
-    };
+    let dims = root.shape.as_array()?.dims();
     let mut members = BTreeSet::from([k]);
     let mut queue: BTreeSet<usize> = root.operands.iter().map(|o| o.index()).collect();
     while let Some(o) = queue.pop_last() {
         let instr = &instrs[o];
-        if splat(instr) || iota(instr).is_some() {
+        if tiled_splat(comp, instr, dims) || tiled_iota(instr, dims).is_some() {
             members.insert(o);
             continue;
         }
@@ -500,9 +641,30 @@ fn plan_tiled(
             queue.extend(instr.operands.iter().map(|o| o.index()));
         }
     }
-    if members.len() < 2 {
-        return None;
-    }
+    (members.len() >= 2).then_some(members)
+}
+
+/// A tiled loop's nodes (see `kernels::tiled`) computing each of `roots`
+/// (of one shape) from `members`, operands first: the nodes, which of
+/// them are adds (for threefry's mixes), the instructions read as kernel
+/// inputs, and each root's node.
+#[allow(clippy::type_complexity)]
+fn tiled_nodes(
+    comp: &HloComputation,
+    roots: &[usize],
+    members: &BTreeSet<usize>,
+    users: &[Vec<usize>],
+    floats: bool,
+) -> Option<(
+    Vec<(crate::kernels::tiled::Node, PrimitiveType)>,
+    Vec<bool>,
+    Vec<usize>,
+    Vec<usize>,
+)> {
+    use crate::kernels::tiled::Node;
+    let instrs = comp.instructions();
+    let dims = instrs[*roots.first()?].shape.as_array()?.dims();
+    let typed_op = |comp: &HloComputation, instr: &HloInstruction| typed_op(comp, instr, floats);
     // How each member is computed, by the instructions it reads.
     enum Form {
         Splat(usize),
@@ -514,17 +676,17 @@ fn plan_tiled(
         Select(usize, usize, usize),
         Convert(crate::kernels::typed::ConvertFn, usize),
     }
-    let is_splat = |o: usize| members.contains(&o) && splat(&instrs[o]);
+    let is_splat = |o: usize| members.contains(&o) && tiled_splat(comp, &instrs[o], dims);
     let form = |m: usize| -> Option<Form> {
         let instr = &instrs[m];
         let ops: Vec<usize> = instr.operands.iter().map(|o| o.index()).collect();
-        if splat(instr) {
+        if tiled_splat(comp, instr, dims) {
             return Some(Form::Splat(*ops.first()?));
         }
-        if let Some((f, stride, size)) = iota(instr) {
+        if let Some((f, stride, size)) = tiled_iota(instr, dims) {
             return Some(Form::Iota(f, stride, size));
         }
-        if let Some((f, x, k)) = rotation(comp, &members, users, m) {
+        if let Some((f, x, k)) = rotation(comp, members, users, m) {
             return Some(Form::Rotate(f, x, k));
         }
         // An exclusive or with a rotation it alone reads: one pass.
@@ -533,7 +695,7 @@ fn plan_tiled(
             for (r, other) in [(p, q), (q, p)] {
                 if members.contains(&r)
                     && users[r] == [m]
-                    && let Some((_, x, k)) = rotation(comp, &members, users, r)
+                    && let Some((_, x, k)) = rotation(comp, members, users, r)
                     && let Some(f) = crate::kernels::typed::rotate_xor_fn(ty)
                 {
                     return Some(Form::RotateXor(f, x, k, other));
@@ -567,11 +729,10 @@ fn plan_tiled(
             Form::Select(p, a, b) => vec![p, a, b],
         }
     };
-    // Nodes are made on demand from the root, operands first, so members
+    // Nodes are made on demand from each root, operands first, so members
     // folded into a rotation or a scalar operand get none of their own.
     let mut inputs: Vec<usize> = Vec::new();
     let mut nodes: Vec<(Node, PrimitiveType)> = Vec::new();
-    // Which nodes are adds (for threefry's mixes).
     let mut adds: Vec<bool> = Vec::new();
     let mut node_of: HashMap<usize, usize> = HashMap::new();
     let input = |o: usize, inputs: &mut Vec<usize>| match inputs.iter().position(|&i| i == o) {
@@ -581,56 +742,47 @@ fn plan_tiled(
             inputs.len() - 1
         }
     };
-    let mut stack = vec![(k, false)];
-    while let Some((m, ready)) = stack.pop() {
-        if node_of.contains_key(&m) {
-            continue;
-        }
-        let ty = instrs[m].shape.element_type()?;
-        if !members.contains(&m) {
-            let j = input(m, &mut inputs);
-            nodes.push((Node::Input(j), ty));
-            adds.push(false);
+    let mut results = Vec::with_capacity(roots.len());
+    for &root in roots {
+        let mut stack = vec![(root, false)];
+        while let Some((m, ready)) = stack.pop() {
+            if node_of.contains_key(&m) {
+                continue;
+            }
+            let ty = instrs[m].shape.element_type()?;
+            if !members.contains(&m) {
+                let j = input(m, &mut inputs);
+                nodes.push((Node::Input(j), ty));
+                adds.push(false);
+                node_of.insert(m, nodes.len() - 1);
+                continue;
+            }
+            let f = form(m)?;
+            if !ready {
+                stack.push((m, true));
+                stack.extend(reads(&f).into_iter().rev().map(|o| (o, false)));
+                continue;
+            }
+            let at = |o: usize| node_of.get(&o).copied();
+            let node = match f {
+                Form::Splat(src) => Node::Splat(input(src, &mut inputs)),
+                Form::Iota(f, stride, size) => Node::Iota(f, stride, size),
+                Form::Binary(f, a, b) => Node::Binary(f, at(a)?, at(b)?),
+                Form::BinarySplat(f, a, src) => {
+                    Node::BinarySplat(f, at(a)?, input(src, &mut inputs))
+                }
+                Form::Rotate(f, a, k) => Node::Rotate(f, at(a)?, k),
+                Form::RotateXor(f, a, k, b) => Node::RotateXor(f, at(a)?, k, at(b)?),
+                Form::Select(p, a, b) => Node::Select(at(p)?, at(a)?, at(b)?),
+                Form::Convert(f, a) => Node::Convert(f, at(a)?),
+            };
+            nodes.push((node, ty));
+            adds.push(instrs[m].opcode == Opcode::Add);
             node_of.insert(m, nodes.len() - 1);
-            continue;
         }
-        let f = form(m)?;
-        if !ready {
-            stack.push((m, true));
-            stack.extend(reads(&f).into_iter().rev().map(|o| (o, false)));
-            continue;
-        }
-        let at = |o: usize| node_of.get(&o).copied();
-        let node = match f {
-            Form::Splat(src) => Node::Splat(input(src, &mut inputs)),
-            Form::Iota(f, stride, size) => Node::Iota(f, stride, size),
-            Form::Binary(f, a, b) => Node::Binary(f, at(a)?, at(b)?),
-            Form::BinarySplat(f, a, src) => Node::BinarySplat(f, at(a)?, input(src, &mut inputs)),
-            Form::Rotate(f, a, k) => Node::Rotate(f, at(a)?, k),
-            Form::RotateXor(f, a, k, b) => Node::RotateXor(f, at(a)?, k, at(b)?),
-            Form::Select(p, a, b) => Node::Select(at(p)?, at(a)?, at(b)?),
-            Form::Convert(f, a) => Node::Convert(f, at(a)?),
-        };
-        nodes.push((node, ty));
-        adds.push(instrs[m].opcode == Opcode::Add);
-        node_of.insert(m, nodes.len() - 1);
+        results.push(*node_of.get(&root)?);
     }
-    if floats {
-        let typed_only = |m: &usize| {
-            !pred_logic(comp, &instrs[*m]) && self::typed_op(comp, &instrs[*m], false).is_some()
-        };
-        let fusible_array = |i: &usize| {
-            let instr = &instrs[*i];
-            let scalar = instr.shape.as_array().and_then(|a| a.element_count().ok()) == Some(1);
-            !scalar && (is_index_op(instr.opcode) || compute_type(comp, instr).is_some())
-        };
-        if !members.iter().any(typed_only) || inputs.iter().any(fusible_array) {
-            return None;
-        }
-    }
-    // The root was made last.
-    let kernel = TiledLoop::new(crate::kernels::tiled::fuse_mixes(nodes, &adds), shape);
-    Some((members, Box::new(kernel), inputs))
+    Some((nodes, adds, inputs, results))
 }
 
 /// Member `m` of a tiled loop as a rotation: `or(shift-left(x, k),

@@ -1774,6 +1774,13 @@ fn integer_shifts_and_conversions_in_typed_and_tiled_loops() {
         "HloModule t\nENTRY e {\n  f = f32[300,400] parameter(0)\n  big = f32[] constant(3e9)\n  k = f32[300,400] broadcast(big), dimensions={}\n  g = f32[300,400] multiply(f, k)\n  gi = s32[300,400] convert(g)\n  gu = u8[300,400] convert(g)\n  gl = u64[300,400] convert(g)\n  w = u64[300,400] parameter(1)\n  wf = f32[300,400] convert(w)\n  wd = f64[300,400] convert(w)\n  ws = s32[300,400] convert(w)\n  wb = u8[300,400] convert(gi)\n  d = f64[300,400] convert(g)\n  df = f32[300,400] convert(wd)\n  ROOT t = (s32[300,400], u8[300,400], u64[300,400], f32[300,400], f64[300,400], s32[300,400], u8[300,400], f64[300,400], f32[300,400]) tuple(gi, gu, gl, wf, wd, ws, wb, d, df)\n}\n",
         0.0,
     );
+    // (The conversions are the tuple's alone: one multi-output loop.)
+    assert!(listing.contains("multi-output tiled loop"), "{listing}");
+    // One alone is a typed element-wise kernel, split between threads.
+    let listing = check_exe(
+        "HloModule t\nENTRY e {\n  w = u64[300,400] parameter(0)\n  ROOT ws = s32[300,400] convert(w)\n}\n",
+        0.0,
+    );
     assert!(listing.contains("element-wise (typed)"), "{listing}");
     // NaN, infinities and values past every integer range, converted.
     let text = "HloModule t\nENTRY e {\n  c = f32[8] constant({nan, inf, -inf, 3e9, -3e9, 1e20, -0.5, 255.9})\n  x = f32[8] parameter(0)\n  s = f32[8] add(c, x)\n  a = s32[8] convert(s)\n  b = u8[8] convert(s)\n  d = u64[8] convert(s)\n  e = s64[8] convert(s)\n  ROOT t = (s32[8], u8[8], u64[8], s64[8]) tuple(a, b, d, e)\n}\n";
@@ -1788,6 +1795,57 @@ fn integer_shifts_and_conversions_in_typed_and_tiled_loops() {
         parts[1].to_vec::<u8>().unwrap(),
         vec![0, 255, 0, 255, 0, 255, 0, 255]
     );
+}
+
+#[test]
+fn tiled_loops_a_tuple_alone_reads_become_one_multi_output_loop() {
+    // JAX's floor division and remainder by constants and a shifted xor,
+    // both of x, as a function's two outputs, beside a pred output, x
+    // itself and a float loop's value: 300001 elements (threads, and a
+    // last partial tile).
+    let text = "HloModule t\nENTRY e {\n  x = s32[300001] parameter(0)\n  f = f32[300001] parameter(1)\n  \
+        five = s32[] constant(5)\n  b5 = s32[300001] broadcast(five), dimensions={}\n  \
+        zero = s32[] constant(0)\n  b0 = s32[300001] broadcast(zero), dimensions={}\n  \
+        one = s32[] constant(1)\n  b1 = s32[300001] broadcast(one), dimensions={}\n  \
+        sg = s32[300001] sign(x)\n  ne = pred[300001] compare(sg, b1), direction=NE\n  \
+        r = s32[300001] remainder(x, b5)\n  nz = pred[300001] compare(r, b0), direction=NE\n  \
+        both = pred[300001] and(ne, nz)\n  q = s32[300001] divide(x, b5)\n  \
+        q1 = s32[300001] subtract(q, b1)\n  fd = s32[300001] select(both, q1, q)\n  \
+        three = s32[] constant(3)\n  b3 = s32[300001] broadcast(three), dimensions={}\n  \
+        sh = s32[300001] shift-right-arithmetic(x, b3)\n  xo = s32[300001] xor(x, sh)\n  \
+        lt = pred[300001] compare(xo, fd), direction=LT\n  \
+        g = f32[300001] exponential(f)\n  \
+        ROOT t = (s32[300001], s32[300001], pred[300001], s32[300001], f32[300001], s32[300001]) \
+        tuple(fd, xo, lt, x, g, fd)\n}\n";
+    let listing = check_exe(text, 1e-6);
+    assert_eq!(
+        listing.matches("multi-output tiled loop").count(),
+        1,
+        "{listing}"
+    );
+    // Exact values: floor division rounds toward minus infinity.
+    let x = Literal::vec1(&[-7i32, -5, -1, 0, 4, 12, i32::MIN, i32::MAX]);
+    let small = text.replace("300001", "8");
+    let f = Literal::vec1(&[0f32; 8]);
+    let (got, want) = run_both(&small, &[x, f]);
+    assert!(got.bitwise_eq(&want), "got {got}, want {want}");
+    let parts = got.tuple_elements().unwrap();
+    let floor = [-2, -1, -1, 0, 0, 2, i32::MIN / 5 - 1, i32::MAX / 5];
+    assert_eq!(parts[0].to_vec::<i32>().unwrap(), floor);
+    assert_eq!(parts[5].to_vec::<i32>().unwrap(), floor);
+    // A loop read by the tuple and by another loop stays apart.
+    let shared = text
+        .replace(
+            "lt = pred[300001] compare(xo, fd)",
+            "lt = pred[300001] compare(x, b0)",
+        )
+        .replace(
+            "g = f32[300001] exponential(f)",
+            "xs = s32[300001] add(xo, xo)\n  g = f32[300001] convert(xs)",
+        );
+    let listing = check_exe(&shared, 0.0);
+    assert!(listing.contains("multi-output tiled loop"), "{listing}");
+    assert!(listing.contains("xo = tiled loop"), "{listing}");
 }
 
 #[test]

@@ -99,10 +99,11 @@ impl Node {
 pub(crate) fn fuse_mixes(
     nodes: Vec<(Node, PrimitiveType)>,
     adds: &[bool],
-) -> Vec<(Node, PrimitiveType)> {
+    results: Vec<usize>,
+) -> (Vec<(Node, PrimitiveType)>, Vec<usize>) {
     let n = nodes.len();
     if adds.len() != n {
-        return nodes;
+        return (nodes, results);
     }
     let word = |k: usize| matches!(nodes[k].1, PrimitiveType::U32 | PrimitiveType::S32);
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -113,10 +114,10 @@ pub(crate) fn fuse_mixes(
             }
         }
     }
-    // The result is read after the last node, so it ends any chain.
-    let result = n.saturating_sub(1);
-    let only =
-        |x: usize, allowed: &[usize]| x != result && users[x].iter().all(|u| allowed.contains(u));
+    // Results are read after the last node, so they end any chain.
+    let only = |x: usize, allowed: &[usize]| {
+        !results.contains(&x) && users[x].iter().all(|u| allowed.contains(u))
+    };
     // The mix `t = a + b`, `u = rotate(b, k) ^ t` on `(a, b)`, if any.
     let mix = |a: usize, b: usize| -> Option<(usize, usize, u32)> {
         users[a].iter().find_map(|&t| {
@@ -189,7 +190,7 @@ pub(crate) fn fuse_mixes(
         mixes.insert(a.min(b), (a0, b0, steps, finals));
     }
     if mixes.is_empty() {
-        return nodes;
+        return (nodes, results);
     }
     // Chain nodes go; each mix and its `b` take the place of the first of
     // its results (after its start pair, before any reader of either), and
@@ -207,29 +208,81 @@ pub(crate) fn fuse_mixes(
             to[k] = out.len() - 1;
         }
     }
-    out
+    // (No result is inside a chain: each ends one.)
+    let results = results.into_iter().map(|r| to[r]).collect();
+    (out, results)
 }
 
-/// A compiled loop: its nodes in order (the last is the result), each
-/// node's element type, and the tile buffer (slot) each node writes.
+/// A compiled loop: its nodes in order, each node's element type, the tile
+/// buffer (slot) each node writes, and the nodes whose values it writes
+/// out.
 #[derive(Clone, Debug)]
 pub(crate) struct TiledLoop {
     nodes: Vec<(Node, PrimitiveType)>,
     slots: Vec<usize>,
     slot_count: usize,
-    pub shape: ArrayShape,
+    /// One node (a loop's value), or several (a multi-output loop's, which
+    /// makes a tuple; see [`TiledLoop::tuple`]).
+    results: Vec<usize>,
+    /// For a loop that makes a tuple, its elements in order.
+    tuple: Option<Vec<Element>>,
+    /// How many of the kernel's inputs the nodes read; the others are
+    /// tuple elements passed through.
+    node_inputs: usize,
+    /// Each result's shape (one element count for all).
+    shapes: Vec<ArrayShape>,
+}
+
+/// An element of a multi-output loop's tuple.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Element {
+    /// Result `.0` of the loop.
+    Result(usize),
+    /// Kernel input `.0`, as it is.
+    Input(usize),
 }
 
 impl TiledLoop {
-    /// A loop over `shape` computing `nodes` (operands before users, the
-    /// result last).
+    /// A loop over `shape` computing `nodes` (operands before users), whose
+    /// value is the last node.
     pub fn new(nodes: Vec<(Node, PrimitiveType)>, shape: ArrayShape) -> TiledLoop {
-        let (slots, slot_count) = assign_slots(&nodes);
+        let last = vec![nodes.len().saturating_sub(1)];
+        Self::with_results(nodes, last, vec![shape])
+    }
+
+    fn with_results(
+        nodes: Vec<(Node, PrimitiveType)>,
+        results: Vec<usize>,
+        shapes: Vec<ArrayShape>,
+    ) -> TiledLoop {
+        let (slots, slot_count) = assign_slots(&nodes, &results);
         TiledLoop {
             nodes,
             slots,
             slot_count,
-            shape,
+            results,
+            tuple: None,
+            node_inputs: usize::MAX,
+            shapes,
+        }
+    }
+
+    /// A loop computing `nodes` that makes a tuple: the values of the
+    /// nodes `results` (of `shapes`, all of one element count) and inputs
+    /// from `node_inputs` on, as `elements` place them. Multi-output
+    /// fusion: loops over one shape, which often read the same arrays (a
+    /// JAX function's outputs), in one pass over memory.
+    pub fn tuple(
+        nodes: Vec<(Node, PrimitiveType)>,
+        results: Vec<usize>,
+        shapes: Vec<ArrayShape>,
+        elements: Vec<Element>,
+        node_inputs: usize,
+    ) -> TiledLoop {
+        TiledLoop {
+            tuple: Some(elements),
+            node_inputs,
+            ..Self::with_results(nodes, results, shapes)
         }
     }
 }
@@ -239,16 +292,18 @@ impl TiledLoop {
 /// rounds) works in a few tiles that stay in L1 rather than one per node.
 /// Splats keep theirs: they are filled once per task. A node never writes
 /// the buffer of one of its own operands.
-fn assign_slots(nodes: &[(Node, PrimitiveType)]) -> (Vec<usize>, usize) {
+fn assign_slots(nodes: &[(Node, PrimitiveType)], results: &[usize]) -> (Vec<usize>, usize) {
     let mut last_use: Vec<usize> = (0..nodes.len()).collect();
     for (k, (node, _)) in nodes.iter().enumerate() {
         for a in node.operands() {
             last_use[a] = k;
         }
     }
-    // The result is read after the last node.
-    if let Some(l) = last_use.last_mut() {
-        *l = usize::MAX;
+    // Results are read after the last node.
+    for &r in results {
+        if let Some(l) = last_use.get_mut(r) {
+            *l = usize::MAX;
+        }
     }
     let mut free: Vec<(PrimitiveType, usize)> = Vec::new();
     let mut slots = Vec::with_capacity(nodes.len());
@@ -282,7 +337,7 @@ fn assign_slots(nodes: &[(Node, PrimitiveType)]) -> (Vec<usize>, usize) {
                 free.push((nodes[a].1, slots[a]));
             }
         }
-        // A value nothing reads (only the result has none, and it is kept).
+        // A value nothing reads (results are kept).
         if last_use[k] == k && !matches!(node, Node::Splat(_)) {
             free.push((*ty, slots[k]));
         }
@@ -728,67 +783,129 @@ impl TiledLoop {
         true
     }
 
-    fn execute<T: NativeType>(&self, inputs: &[&ArrayData], out: &mut [T]) -> bool {
-        let n = out.len();
+    /// Computes every result into `outs` (one array each, of the loop's
+    /// element count and the result's type).
+    fn execute(&self, inputs: &[&ArrayData], outs: &mut [ArrayData]) -> bool {
+        let n = outs.first().map_or(0, ArrayData::len);
+        if outs.len() != self.results.len() {
+            return false;
+        }
         let tasks = if n >= PARALLEL_MIN {
             (rayon::current_num_threads() * 4).min(n.div_ceil(TILE))
         } else {
             1
         };
         let per_task = (n.div_ceil(TILE).div_ceil(tasks.max(1)) * TILE).max(TILE);
-        let run = |(i, part): (usize, &mut [T])| -> bool {
+        // Each task's parts of the outputs.
+        let mut parts: Vec<Vec<Box<dyn Sink + '_>>> =
+            (0..n.div_ceil(per_task)).map(|_| Vec::new()).collect();
+        for out in outs.iter_mut() {
+            if out.len() != n {
+                return false;
+            }
+            let chunks: Vec<Box<dyn Sink + '_>> = with_array_data!(out, v => v
+                .chunks_mut(per_task)
+                .map(|c| Box::new(c) as Box<dyn Sink + '_>)
+                .collect());
+            for (part, chunk) in parts.iter_mut().zip(chunks) {
+                part.push(chunk);
+            }
+        }
+        let run = |(i, mut sinks): (usize, Vec<Box<dyn Sink + '_>>)| -> bool {
             let first = i * per_task;
+            let len = per_task.min(n - first);
             let mut regs: Vec<ArrayData> = (0..self.slot_count)
                 .map(|_| tile_of(PrimitiveType::Pred, 0))
                 .collect();
-            for (j, dst) in part.chunks_mut(TILE).enumerate() {
-                if !self.tile(inputs, first + j * TILE, dst.len(), &mut regs) {
+            for at in (0..len).step_by(TILE) {
+                if !self.tile(inputs, first + at, TILE.min(len - at), &mut regs) {
                     return false;
                 }
-                match self.slots.last().and_then(|&s| T::slice(&regs[s])) {
-                    Some(t) if t.len() == dst.len() => dst.copy_from_slice(t),
-                    _ => return false,
+                for (&r, sink) in self.results.iter().zip(&mut sinks) {
+                    if !self.slots.get(r).is_some_and(|&s| sink.put(at, &regs[s])) {
+                        return false;
+                    }
                 }
             }
             true
         };
-        if tasks > 1 {
-            out.par_chunks_mut(per_task).enumerate().all(run)
+        if parts.len() > 1 {
+            parts.into_par_iter().enumerate().all(run)
         } else {
-            out.chunks_mut(per_task).enumerate().all(run)
+            parts.into_iter().enumerate().all(run)
+        }
+    }
+}
+
+/// Where a task writes one result: its part of an output array.
+trait Sink: Send {
+    /// Copies `tile` (of the result's type) to the part's elements from
+    /// `at` on.
+    fn put(&mut self, at: usize, tile: &ArrayData) -> bool;
+}
+
+impl<T: NativeType> Sink for &mut [T] {
+    fn put(&mut self, at: usize, tile: &ArrayData) -> bool {
+        match (T::slice(tile), self.get_mut(at..)) {
+            (Some(t), Some(d)) if t.len() <= d.len() => {
+                d[..t.len()].copy_from_slice(t);
+                true
+            }
+            _ => false,
         }
     }
 }
 
 impl Kernel for TiledLoop {
     fn name(&self) -> &'static str {
-        if self.nodes.iter().any(|(n, _)| matches!(n, Node::Mix(..))) {
-            "tiled loop (threefry mixes)"
-        } else {
-            "tiled loop"
+        let mixes = self.nodes.iter().any(|(n, _)| matches!(n, Node::Mix(..)));
+        match (self.tuple.is_some(), mixes) {
+            (false, false) => "tiled loop",
+            (false, true) => "tiled loop (threefry mixes)",
+            (true, false) => "multi-output tiled loop",
+            (true, true) => "multi-output tiled loop (threefry mixes)",
         }
     }
 
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
         let data: Vec<&ArrayData> = inputs
             .iter()
+            .take(self.node_inputs)
             .map(|v| {
                 v.array()
                     .map(ArrayLiteral::data)
                     .ok_or("a tiled loop reads arrays")
             })
             .collect::<Result<_, _>>()?;
-        let n = self.shape.element_count().map_err(|e| e.to_string())?;
-        let (out, ok) = with_native_type!(self.shape.element_type(), T => {
-            let mut out = pool.take::<T>(n);
-            let ok = self.execute(&data, &mut out);
-            (T::wrap(out), ok)
-        });
-        if !ok {
+        let mut outs = Vec::with_capacity(self.shapes.len());
+        for shape in &self.shapes {
+            let n = shape.element_count().map_err(|e| e.to_string())?;
+            outs.push(with_native_type!(shape.element_type(), T => T::wrap(pool.take::<T>(n))));
+        }
+        if !self.execute(&data, &mut outs) {
             return Err("operands of unexpected types or shapes".into());
         }
-        let out = ArrayLiteral::new(self.shape.clone(), out).map_err(|e| e.to_string())?;
-        Ok(Value::owned(out))
+        let mut arrays: Vec<Value<'a>> = outs
+            .into_iter()
+            .zip(&self.shapes)
+            .map(|(d, shape)| ArrayLiteral::new(shape.clone(), d).map(Value::owned))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        let Some(elements) = &self.tuple else {
+            return arrays
+                .pop()
+                .ok_or_else(|| "a loop without a result".to_string());
+        };
+        // (A result may appear more than once: its array is shared.)
+        elements
+            .iter()
+            .map(|e| match *e {
+                Element::Result(i) => arrays.get(i).cloned(),
+                Element::Input(j) => inputs.get(j).cloned(),
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(|v| Value::Tuple(v.into()))
+            .ok_or_else(|| "a tuple element out of range".to_string())
     }
 }
 
@@ -807,11 +924,29 @@ mod tests {
         false
     }
 
-    /// The mixes of `nodes` (`adds` marks the adds): each one's operands and
-    /// steps, and the operands of the result.
+    /// The mixes of `nodes` (`adds` marks the adds) whose value is the last
+    /// node: each one's operands and steps, and the operands of the result.
     fn mixed(nodes: Vec<Node>, adds: &[bool]) -> (Vec<(usize, usize, Vec<Step>)>, Vec<usize>) {
+        let last = nodes.len() - 1;
+        let (mixes, out, results) = mixed_with(nodes, adds, vec![last]);
+        let result = results.first().map_or(vec![], |&r| out[r].0.operands());
+        (mixes, result)
+    }
+
+    /// The mixes of `nodes` with results `results`, the nodes after, and
+    /// where each result went.
+    #[allow(clippy::type_complexity)]
+    fn mixed_with(
+        nodes: Vec<Node>,
+        adds: &[bool],
+        results: Vec<usize>,
+    ) -> (
+        Vec<(usize, usize, Vec<Step>)>,
+        Vec<(Node, PrimitiveType)>,
+        Vec<usize>,
+    ) {
         let nodes = nodes.into_iter().map(|n| (n, PrimitiveType::U32)).collect();
-        let out = fuse_mixes(nodes, adds);
+        let (out, results) = fuse_mixes(nodes, adds, results);
         for (k, (n, _)) in out.iter().enumerate() {
             if let Node::Mix(..) = n {
                 assert!(matches!(out[k + 1].0, Node::MixedB), "{out:?}");
@@ -824,10 +959,7 @@ mod tests {
                 _ => None,
             })
             .collect();
-        (
-            mixes,
-            out.last().map(|(n, _)| n.operands()).unwrap_or_default(),
-        )
+        (mixes, out, results)
     }
 
     #[test]
@@ -861,18 +993,23 @@ mod tests {
         assert_eq!(mixed(nodes.clone(), &plain).0, vec![]);
         // The first round's `a` read by the result too: the chain ends
         // there, and a second one starts at the next round.
-        let mut read = nodes;
+        let mut read = nodes.clone();
         read.push(Binary(bin, 8, 2));
-        let mut adds = adds.to_vec();
-        adds.push(false);
-        let (mixes, _) = mixed(read, &adds);
-        assert_eq!(
-            mixes,
-            vec![
-                (0, 1, vec![Step::Mix(13)]),
-                (2, 3, vec![Step::Mix(15), Step::AddA(2), Step::AddB(3)])
-            ]
-        );
+        let mut more = adds.to_vec();
+        more.push(false);
+        let (mixes, _) = mixed(read, &more);
+        let split = vec![
+            (0, 1, vec![Step::Mix(13)]),
+            (2, 3, vec![Step::Mix(15), Step::AddA(2), Step::AddB(3)]),
+        ];
+        assert_eq!(mixes, split);
+        // So does a result of a multi-output loop there; each result is
+        // renumbered to its node (the first round's `a` is the first mix).
+        let (mixes, out, results) = mixed_with(nodes, &adds, vec![2, 8]);
+        assert_eq!(mixes, split);
+        assert_eq!(results.len(), 2);
+        assert!(matches!(out[results[0]].0, Mix(0, 1, _)), "{out:?}");
+        assert!(matches!(out[results[1]].0, Binary(_, 4, 5)), "{out:?}");
     }
 
     #[test]
