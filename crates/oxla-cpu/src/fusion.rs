@@ -671,11 +671,26 @@ fn tiled_nodes(
         Iota(crate::kernels::tiled::IotaFn, usize, usize),
         Binary(crate::kernels::typed::BinFn, usize, usize),
         BinarySplat(crate::kernels::typed::SplatFn, usize, usize),
+        Remainder(crate::kernels::typed::RemainderFn, usize, usize, usize),
         Rotate(crate::kernels::typed::RotateFn, usize, u32),
         RotateXor(crate::kernels::typed::RotateXorFn, usize, u32, usize),
         Select(usize, usize, usize),
         Convert(crate::kernels::typed::ConvertFn, usize),
     }
+    // The division of `a` by the splat `b` among the members, if any: an
+    // integer remainder by the same splat takes its quotient.
+    let quotient = |a: usize, b: usize| {
+        let source = instrs[b].operands.first()?;
+        members.iter().copied().find(|&m| {
+            let i = &instrs[m];
+            i.opcode == Opcode::Divide
+                && i.operands.first().map(|o| o.index()) == Some(a)
+                && i.operands.get(1).is_some_and(|d| {
+                    let d = &instrs[d.index()];
+                    d.operands.first() == Some(source) && tiled_splat(comp, d, dims)
+                })
+        })
+    };
     let is_splat = |o: usize| members.contains(&o) && tiled_splat(comp, &instrs[o], dims);
     let form = |m: usize| -> Option<Form> {
         let instr = &instrs[m];
@@ -705,7 +720,18 @@ fn tiled_nodes(
         Some(match (typed_op(comp, instr)?, ops.as_slice()) {
             (TypedOp::Binary(f), &[a, b]) => {
                 let fns = crate::kernels::typed::binary_fn(instr, comp).and_then(|t| t.splat);
+                let remainder = (instr.opcode == Opcode::Remainder)
+                    .then(|| crate::kernels::typed::remainder_fn(instr.shape.element_type()?))
+                    .flatten();
                 match fns {
+                    Some(_)
+                        if is_splat(b)
+                            && !is_splat(a)
+                            && let Some(f) = remainder
+                            && let Some(q) = quotient(a, b) =>
+                    {
+                        Form::Remainder(f, a, q, instrs[b].operands.first()?.index())
+                    }
                     Some([fa, _]) if is_splat(b) && !is_splat(a) => {
                         Form::BinarySplat(fa, a, instrs[b].operands.first()?.index())
                     }
@@ -725,7 +751,7 @@ fn tiled_nodes(
             Form::Splat(_) | Form::Iota(..) => vec![],
             Form::Binary(_, a, b) => vec![a, b],
             Form::BinarySplat(_, a, _) | Form::Rotate(_, a, _) | Form::Convert(_, a) => vec![a],
-            Form::RotateXor(_, a, _, b) => vec![a, b],
+            Form::RotateXor(_, a, _, b) | Form::Remainder(_, a, b, _) => vec![a, b],
             Form::Select(p, a, b) => vec![p, a, b],
         }
     };
@@ -770,6 +796,9 @@ fn tiled_nodes(
                 Form::Binary(f, a, b) => Node::Binary(f, at(a)?, at(b)?),
                 Form::BinarySplat(f, a, src) => {
                     Node::BinarySplat(f, at(a)?, input(src, &mut inputs))
+                }
+                Form::Remainder(f, a, q, src) => {
+                    Node::Remainder(f, at(a)?, at(q)?, input(src, &mut inputs))
                 }
                 Form::Rotate(f, a, k) => Node::Rotate(f, at(a)?, k),
                 Form::RotateXor(f, a, k, b) => Node::RotateXor(f, at(a)?, k, at(b)?),

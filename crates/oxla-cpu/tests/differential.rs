@@ -1833,6 +1833,21 @@ fn tiled_loops_a_tuple_alone_reads_become_one_multi_output_loop() {
     let floor = [-2, -1, -1, 0, 0, 2, i32::MIN / 5 - 1, i32::MAX / 5];
     assert_eq!(parts[0].to_vec::<i32>().unwrap(), floor);
     assert_eq!(parts[5].to_vec::<i32>().unwrap(), floor);
+    // A remainder takes the quotient by the same scalar, whatever it is
+    // (XLA's results for 0 and -1).
+    let by = "HloModule t\nENTRY e {\n  x = s32[3000] parameter(0)\n  d = s32[] parameter(1)\n  \
+        b = s32[3000] broadcast(d), dimensions={}\n  q = s32[3000] divide(x, b)\n  \
+        r = s32[3000] remainder(x, b)\n  s = s32[3000] add(q, r)\n  \
+        ROOT t = (s32[3000], s32[3000]) tuple(s, r)\n}\n";
+    let listing = check_exe(by, 0.0);
+    assert!(listing.contains("multi-output tiled loop"), "{listing}");
+    let xs: Vec<i32> = (0..3000)
+        .map(|i| [i32::MIN, i32::MAX, -7, 7, 0][i % 5].wrapping_add(i as i32 % 3))
+        .collect();
+    for d in [0, -1, 1, 5, -3, i32::MIN] {
+        let (got, want) = run_both(by, &[Literal::vec1(&xs), Literal::scalar(d)]);
+        assert!(got.bitwise_eq(&want), "divisor {d}: got {got}, want {want}");
+    }
     // A loop read by the tuple and by another loop stays apart.
     let shared = text
         .replace(

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 
 use super::Kernel;
 use super::fused::PARALLEL_MIN;
-use super::typed::{self, BinFn, ConvertFn, RotateFn, RotateXorFn, SplatFn};
+use super::typed::{self, BinFn, ConvertFn, RemainderFn, RotateFn, RotateXorFn, SplatFn};
 use crate::buffer::Pool;
 use crate::value::Value;
 
@@ -35,6 +35,9 @@ pub(crate) enum Node {
     Binary(BinFn, usize, usize),
     /// Node `.1` with the one element of kernel input `.2`.
     BinarySplat(SplatFn, usize, usize),
+    /// The remainder of node `.1` by the one element of kernel input `.3`,
+    /// from node `.2`, their quotient.
+    Remainder(RemainderFn, usize, usize, usize),
     /// Node `.1` rotated left by `.2` bits.
     Rotate(RotateFn, usize, u32),
     /// Node `.1` rotated left by `.2` bits, exclusive-or node `.3`.
@@ -68,7 +71,10 @@ impl Node {
     fn operands(&self) -> Vec<usize> {
         match *self {
             Node::Input(_) | Node::Splat(_) | Node::Iota(..) | Node::MixedB => vec![],
-            Node::Binary(_, a, b) | Node::RotateXor(_, a, _, b) | Node::Mix(a, b, _) => vec![a, b],
+            Node::Binary(_, a, b)
+            | Node::RotateXor(_, a, _, b)
+            | Node::Mix(a, b, _)
+            | Node::Remainder(_, a, b, _) => vec![a, b],
             Node::BinarySplat(_, a, _) | Node::Rotate(_, a, _) | Node::Convert(_, a) => vec![a],
             Node::Select(p, a, b) => vec![p, a, b],
         }
@@ -81,6 +87,7 @@ impl Node {
             Node::RotateXor(f, a, k, b) => Node::RotateXor(f, to(a), k, to(b)),
             Node::Mix(a, b, steps) => Node::Mix(to(a), to(b), steps),
             Node::BinarySplat(f, a, i) => Node::BinarySplat(f, to(a), i),
+            Node::Remainder(f, a, q, i) => Node::Remainder(f, to(a), to(q), i),
             Node::Rotate(f, a, k) => Node::Rotate(f, to(a), k),
             Node::Convert(f, a) => Node::Convert(f, to(a)),
             Node::Select(p, a, b) => Node::Select(to(p), to(a), to(b)),
@@ -762,6 +769,9 @@ impl TiledLoop {
                 Node::BinarySplat(f, a, i) => input(i)
                     .and_then(typed::bits_of)
                     .is_some_and(|x| f(slot(a), x, r)),
+                Node::Remainder(f, a, q, i) => input(i)
+                    .and_then(typed::bits_of)
+                    .is_some_and(|d| f(slot(a), slot(q), d, r)),
                 Node::Rotate(f, a, k) => f(slot(a), k, r),
                 Node::RotateXor(f, a, k, b) => f(slot(a), k, slot(b), r),
                 Node::Select(p, a, b) => typed::select(slot(p), slot(a), slot(b), r),

@@ -588,6 +588,36 @@ fn splat_typed<T: Lanes, const OP: u8, const SCALAR_FIRST: bool>(
     }
 }
 
+/// `a - q * d` for `q` the quotient `a / d` by one divisor `d` (raw bits,
+/// see [`Lanes`]) as XLA divides: XLA's remainder, in wrapping arithmetic,
+/// for every divisor (`x / 0` is all ones and `x % 0` is `x`; `MIN / -1`
+/// is `MIN` and `MIN % -1` is 0). Where a loop divides too, the remainder
+/// costs a product and a difference instead of a second division.
+pub(crate) type RemainderFn = fn(&ArrayData, &ArrayData, u64, &mut ArrayData) -> bool;
+
+fn remainder_typed<T: Lanes>(a: &ArrayData, q: &ArrayData, d: u64, o: &mut ArrayData) -> bool {
+    match (T::slice(a), T::slice(q), T::slice_mut(o)) {
+        (Some(a), Some(q), Some(o)) if a.len() == o.len() && q.len() == o.len() => {
+            let d = T::from_bits(d);
+            vectorized(o.len(), move || {
+                for (o, (&a, &q)) in o.iter_mut().zip(a.iter().zip(q)) {
+                    *o = T::arith::<SUB>(a, T::arith::<MUL>(q, d));
+                }
+            });
+            true
+        }
+        _ => false,
+    }
+}
+
+/// [`RemainderFn`] for integers of type `ty`.
+pub(crate) fn remainder_fn(ty: PrimitiveType) -> Option<RemainderFn> {
+    fn pick<T: Lanes>(_: ()) -> Option<RemainderFn> {
+        Some(remainder_typed::<T>)
+    }
+    by_integer_type!(ty, pick(()), { _ => None })
+}
+
 /// A rotation left by a fixed amount: XLA's `or(shift-left(x, k),
 /// shift-right-logical(x, width - k))`, for `k` from 0 to the width.
 pub(crate) type RotateFn = fn(&ArrayData, u32, &mut ArrayData) -> bool;
@@ -1274,6 +1304,39 @@ mod tests {
             }
         }
         Ok(())
+    }
+
+    #[test]
+    fn remainders_from_quotients_are_xlas_for_every_divisor() -> Result<(), String> {
+        let a = [i32::MIN, -7, -1, 0, 1, 7, 13, i32::MAX];
+        for d in [5, -3, 1, -1, 0, i32::MIN, i32::MAX] {
+            let x = i32::wrap(a.iter().copied().cycle().take(70).collect());
+            let f = splat_fn_of(Opcode::Divide, PrimitiveType::S32)?;
+            let mut q = ArrayData::zeros(PrimitiveType::S32, 70);
+            let mut o = ArrayData::zeros(PrimitiveType::S32, 70);
+            let rem = remainder_fn(PrimitiveType::S32).ok_or("no s32 remainder")?;
+            if !(f(&x, d as u32 as u64, &mut q) && rem(&x, &q, d as u32 as u64, &mut o)) {
+                return Err(format!("division by {d} failed"));
+            }
+            let xs = i32::slice(&x).ok_or("x")?;
+            let got = i32::slice(&o).ok_or("o")?;
+            for (g, &v) in got.iter().zip(xs) {
+                if *g != int_divide::<i32, REM>(v, d) {
+                    return Err(format!("{v} % {d} gave {g}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `op` of `ty` values and one scalar (the array first).
+    fn splat_fn_of(op: Opcode, ty: PrimitiveType) -> Result<SplatFn, String> {
+        let arith = arith_of(op, ty).ok_or("no arithmetic")?;
+        let typed = arith_fn(arith, ty).ok_or("no typed function")?;
+        typed
+            .splat
+            .map(|[f, _]| f)
+            .ok_or_else(|| "no splat form".into())
     }
 
     #[test]
