@@ -300,6 +300,9 @@ pub(crate) fn plan(module: &HloModule, comp: &HloComputation, live: &[bool]) -> 
     Fusion { groups, absorbed }
 }
 
+/// The fewest elements of loops merged into a multi-output loop.
+const MERGE_MIN: usize = 1024;
+
 /// Multi-output fusion: the tiled loops (and lone typed operations) over
 /// one shape that only tuple `t` and each other read become one loop that
 /// makes the tuple, passing once over the arrays they share (a JAX
@@ -320,11 +323,21 @@ fn merge_tuple_loops(
     let lone = |o: usize| {
         !groups.contains_key(&o) && emitted[o] && typed_op(comp, &instrs[o], false).is_some()
     };
+    // Arrays big enough for a pass over them to matter: a loop state's
+    // scalar counters stay apart, in kernels cheaper to start.
+    let big = |o: usize| {
+        instrs[o]
+            .shape
+            .as_array()
+            .and_then(|a| a.element_count().ok())
+            .is_some_and(|n| n >= MERGE_MIN)
+    };
     let mut roots: Vec<usize> = Vec::new();
     for &o in &operands {
         let looped = tiled.contains_key(&o) && groups.contains_key(&o);
         let first = roots.first().map_or(dims(o), |&r| dims(r));
-        if (looped || lone(o)) && !roots.contains(&o) && first.is_some() && dims(o) == first {
+        let same = first.is_some() && dims(o) == first;
+        if (looped || lone(o)) && big(o) && same && !roots.contains(&o) {
             roots.push(o);
         }
     }

@@ -1848,6 +1848,12 @@ fn tiled_loops_a_tuple_alone_reads_become_one_multi_output_loop() {
         let (got, want) = run_both(by, &[Literal::vec1(&xs), Literal::scalar(d)]);
         assert!(got.bitwise_eq(&want), "divisor {d}: got {got}, want {want}");
     }
+    // Scalars (a loop state's counters) stay apart.
+    let scalars = "HloModule t\nENTRY e {\n  i = s32[] parameter(0)\n  j = s32[] parameter(1)\n  \
+        one = s32[] constant(1)\n  a = s32[] add(i, one)\n  b = s32[] multiply(j, i)\n  \
+        ROOT t = (s32[], s32[]) tuple(a, b)\n}\n";
+    let listing = check_exe(scalars, 0.0);
+    assert!(!listing.contains("multi-output"), "{listing}");
     // A loop read by the tuple and by another loop stays apart.
     let shared = text
         .replace(
