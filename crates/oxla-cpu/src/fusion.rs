@@ -580,9 +580,10 @@ fn plan_tiled(
             return None;
         }
     }
-    // (The root is the last node, with or without mixes.)
-    let (nodes, _) = crate::kernels::tiled::fuse_mixes(nodes, &adds, results);
-    let kernel = TiledLoop::new(nodes, instrs[k].shape.as_array()?.clone());
+    // (A mix takes the place of the first of its results, so the root, the
+    // `b` of one, need not stay the last node.)
+    let (nodes, results) = crate::kernels::tiled::fuse_mixes(nodes, &adds, results);
+    let kernel = TiledLoop::with_results(nodes, results, vec![instrs[k].shape.as_array()?.clone()]);
     Some((members, Box::new(kernel), inputs))
 }
 

@@ -250,14 +250,9 @@ pub(crate) enum Element {
 }
 
 impl TiledLoop {
-    /// A loop over `shape` computing `nodes` (operands before users), whose
-    /// value is the last node.
-    pub fn new(nodes: Vec<(Node, PrimitiveType)>, shape: ArrayShape) -> TiledLoop {
-        let last = vec![nodes.len().saturating_sub(1)];
-        Self::with_results(nodes, last, vec![shape])
-    }
-
-    fn with_results(
+    /// A loop computing `nodes` (operands before users) whose values are
+    /// those of the nodes `results`, of `shapes` (one element count).
+    pub fn with_results(
         nodes: Vec<(Node, PrimitiveType)>,
         results: Vec<usize>,
         shapes: Vec<ArrayShape>,
