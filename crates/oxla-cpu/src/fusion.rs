@@ -265,22 +265,19 @@ pub(crate) fn plan(module: &HloModule, comp: &HloComputation, live: &[bool]) -> 
         }
         emitted[k] = true;
         let planned = if instr.opcode == Opcode::Reduce {
-            plan_reduce(module, comp, k, &users)
+            plan_reduce(module, comp, k, &users).map(|p| (p, None))
         } else if is_index_op(instr.opcode) {
-            plan_copy(comp, k, &users).or_else(|| plan_loop(comp, k, &users))
-        } else if let Some(p) = plan_tiled(comp, k, &users, true) {
-            tiled.insert(k, (p.0.clone(), true));
-            Some(p)
-        } else if let Some(p) = plan_loop(comp, k, &users) {
-            Some(p)
+            plan_copy(comp, k, &users)
+                .or_else(|| plan_loop(comp, k, &users))
+                .map(|p| (p, None))
         } else {
-            let p = plan_tiled(comp, k, &users, false);
-            if let Some(p) = &p {
-                tiled.insert(k, (p.0.clone(), false));
-            }
-            p
+            // (With whether it is a tiled loop taking float arithmetic.)
+            plan_tiled(comp, k, &users, true)
+                .map(|p| (p, Some(true)))
+                .or_else(|| plan_loop(comp, k, &users).map(|p| (p, None)))
+                .or_else(|| plan_tiled(comp, k, &users, false).map(|p| (p, Some(false))))
         };
-        let Some((members, kernel, inputs)) = planned else {
+        let Some(((members, kernel, inputs), floats)) = planned else {
             continue;
         };
         for &m in &members {
@@ -290,6 +287,9 @@ pub(crate) fn plan(module: &HloModule, comp: &HloComputation, live: &[bool]) -> 
             group_inputs[i] = true;
         }
         groups.insert(k, Group { kernel, inputs });
+        if let Some(floats) = floats {
+            tiled.insert(k, (members, floats));
+        }
     }
     for t in 0..n {
         if live[t] && instrs[t].opcode == Opcode::Tuple {

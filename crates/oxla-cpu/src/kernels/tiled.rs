@@ -231,11 +231,10 @@ pub(crate) struct TiledLoop {
     /// One node (a loop's value), or several (a multi-output loop's, which
     /// makes a tuple; see [`TiledLoop::tuple`]).
     results: Vec<usize>,
-    /// For a loop that makes a tuple, its elements in order.
-    tuple: Option<Vec<Element>>,
-    /// How many of the kernel's inputs the nodes read; the others are
-    /// tuple elements passed through.
-    node_inputs: usize,
+    /// For a loop that makes a tuple: its elements in order, and how many
+    /// of the kernel's inputs the nodes read (the others are elements
+    /// passed through).
+    tuple: Option<(Vec<Element>, usize)>,
     /// Each result's shape (one element count for all).
     shapes: Vec<ArrayShape>,
 }
@@ -264,7 +263,6 @@ impl TiledLoop {
             slot_count,
             results,
             tuple: None,
-            node_inputs: usize::MAX,
             shapes,
         }
     }
@@ -282,8 +280,7 @@ impl TiledLoop {
         node_inputs: usize,
     ) -> TiledLoop {
         TiledLoop {
-            tuple: Some(elements),
-            node_inputs,
+            tuple: Some((elements, node_inputs)),
             ..Self::with_results(nodes, results, shapes)
         }
     }
@@ -875,7 +872,7 @@ impl Kernel for TiledLoop {
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
         let data: Vec<&ArrayData> = inputs
             .iter()
-            .take(self.node_inputs)
+            .take(self.tuple.as_ref().map_or(usize::MAX, |t| t.1))
             .map(|v| {
                 v.array()
                     .map(ArrayLiteral::data)
@@ -896,7 +893,7 @@ impl Kernel for TiledLoop {
             .map(|(d, shape)| ArrayLiteral::new(shape.clone(), d).map(Value::owned))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| e.to_string())?;
-        let Some(elements) = &self.tuple else {
+        let Some((elements, _)) = &self.tuple else {
             return arrays
                 .pop()
                 .ok_or_else(|| "a loop without a result".to_string());
