@@ -472,6 +472,18 @@ def rfft_abs(x):
     return jnp.abs(jnp.fft.rfft(x))
 
 
+@workload("adam_update",
+          lambda r: [normal(r, (4096, 1024)), normal(r, (4096, 1024)), normal(r, (4096, 1024), 0.1),
+                     np.abs(normal(r, (4096, 1024), 0.01))],
+          **ELEMENTWISE, hlo_ops=("sqrt", "divide", "tuple"), group="programs",
+          note="one Adam step on f32[4096,1024] parameters: new parameters and both moments (a tuple)")
+def adam_update(p, g, m, v):
+    b1, b2, lr, eps = 0.9, 0.999, 1e-3, 1e-8
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    return p - lr * m / (jnp.sqrt(v) + eps), m, v
+
+
 # --------------------------------------------------------------------------
 # HLO text helpers
 # --------------------------------------------------------------------------

@@ -246,6 +246,8 @@ pub(crate) fn plan(module: &HloModule, comp: &HloComputation, live: &[bool]) -> 
     // The tiled loops planned: their members, and whether they take float
     // arithmetic.
     let mut tiled: HashMap<usize, (BTreeSet<usize>, bool)> = HashMap::new();
+    // The element-wise fused loops planned: their members and type.
+    let mut loops: HashMap<usize, (BTreeSet<usize>, PrimitiveType)> = HashMap::new();
     for k in (0..n).rev() {
         if !live[k] {
             continue;
@@ -271,13 +273,18 @@ pub(crate) fn plan(module: &HloModule, comp: &HloComputation, live: &[bool]) -> 
                 .or_else(|| plan_loop(comp, k, &users))
                 .map(|p| (p, None))
         } else {
-            // (With whether it is a tiled loop taking float arithmetic.)
+            // (With what kind of loop it is.)
             plan_tiled(comp, k, &users, true)
-                .map(|p| (p, Some(true)))
-                .or_else(|| plan_loop(comp, k, &users).map(|p| (p, None)))
-                .or_else(|| plan_tiled(comp, k, &users, false).map(|p| (p, Some(false))))
+                .map(|p| (p, Some(Looped::Tiled(true))))
+                .or_else(|| {
+                    let ty = loop_type(comp, instr)?;
+                    plan_loop(comp, k, &users).map(|p| (p, Some(Looped::Fused(ty))))
+                })
+                .or_else(|| {
+                    plan_tiled(comp, k, &users, false).map(|p| (p, Some(Looped::Tiled(false))))
+                })
         };
-        let Some(((members, kernel, inputs), floats)) = planned else {
+        let Some(((members, kernel, inputs), looped)) = planned else {
             continue;
         };
         for &m in &members {
@@ -287,21 +294,183 @@ pub(crate) fn plan(module: &HloModule, comp: &HloComputation, live: &[bool]) -> 
             group_inputs[i] = true;
         }
         groups.insert(k, Group { kernel, inputs });
-        if let Some(floats) = floats {
-            tiled.insert(k, (members, floats));
+        match looped {
+            Some(Looped::Tiled(floats)) => {
+                tiled.insert(k, (members, floats));
+            }
+            Some(Looped::Fused(ty)) => {
+                loops.insert(k, (members, ty));
+            }
+            None => {}
         }
     }
     for t in 0..n {
         if live[t] && instrs[t].opcode == Opcode::Tuple {
             merge_tuple_loops(comp, t, &users, &tiled, &mut groups, &mut emitted);
+            if !groups.contains_key(&t) {
+                merge_fused_loops(comp, t, &users, &loops, &mut groups, &mut emitted);
+            }
         }
     }
     let absorbed = (0..n).map(|k| live[k] && !emitted[k]).collect();
     Fusion { groups, absorbed }
 }
 
+/// What kind of loop a planned group is, for multi-output fusion.
+enum Looped {
+    /// A tiled loop, and whether it takes float arithmetic.
+    Tiled(bool),
+    /// An element-wise fused loop computing in this type.
+    Fused(PrimitiveType),
+}
+
 /// The fewest elements of loops merged into a multi-output loop.
 const MERGE_MIN: usize = 1024;
+
+/// The operands of tuple `t` to merge into one loop: the distinct ones
+/// `eligible` accepts that are `alike` the first of them (one shape, one
+/// kind of loop), hold at least [`MERGE_MIN`] elements (a loop state's
+/// scalar counters stay apart, in kernels cheaper to start), and whose
+/// values only the tuple and the merged loops read. Fewer than two: none.
+fn tuple_roots(
+    comp: &HloComputation,
+    t: usize,
+    users: &[Vec<usize>],
+    (groups, emitted): (&HashMap<usize, Group>, &[bool]),
+    eligible: impl Fn(usize) -> bool,
+    alike: impl Fn(usize, usize) -> bool,
+) -> Vec<usize> {
+    let instrs = comp.instructions();
+    let big = |o: usize| {
+        instrs[o]
+            .shape
+            .as_array()
+            .and_then(|a| a.element_count().ok())
+            .is_some_and(|n| n >= MERGE_MIN)
+    };
+    let mut roots: Vec<usize> = Vec::new();
+    for o in instrs[t].operands.iter().map(|o| o.index()) {
+        if eligible(o)
+            && big(o)
+            && roots.first().is_none_or(|&r| alike(r, o))
+            && !roots.contains(&o)
+        {
+            roots.push(o);
+        }
+    }
+    // A value is read from its buffer by the steps of instructions that
+    // use it (an instruction inside a group has none), and by the groups
+    // that list it as an input.
+    let read_elsewhere = |o: usize, roots: &[usize]| {
+        users[o]
+            .iter()
+            .any(|&u| u != t && !roots.contains(&u) && emitted[u] && !groups.contains_key(&u))
+            || groups
+                .iter()
+                .any(|(k, g)| !roots.contains(k) && g.inputs.contains(&o))
+    };
+    while let Some(i) = roots.iter().position(|&o| read_elsewhere(o, &roots)) {
+        roots.remove(i);
+    }
+    if roots.len() < 2 {
+        roots.clear();
+    }
+    roots
+}
+
+/// The elements of tuple `t` whose operands `roots` a merged loop
+/// computes: results of the loop, or values passed through, which join
+/// the kernel's `inputs`.
+fn tuple_elements(
+    comp: &HloComputation,
+    t: usize,
+    roots: &[usize],
+    inputs: &mut Vec<usize>,
+) -> Vec<crate::kernels::tiled::Element> {
+    use crate::kernels::tiled::Element;
+    comp.instructions()[t]
+        .operands
+        .iter()
+        .map(|o| o.index())
+        .map(|o| match roots.iter().position(|&r| r == o) {
+            Some(i) => Element::Result(i),
+            None => Element::Input(match inputs.iter().position(|&i| i == o) {
+                Some(j) => j,
+                None => {
+                    inputs.push(o);
+                    inputs.len() - 1
+                }
+            }),
+        })
+        .collect()
+}
+
+/// Multi-output fusion of element-wise fused loops: those over one shape
+/// and type that only tuple `t` and each other read become one loop that
+/// makes the tuple (an optimiser's new parameters and moments), reading
+/// the arrays they share once and computing in registers, once, the
+/// values they pass each other.
+fn merge_fused_loops(
+    comp: &HloComputation,
+    t: usize,
+    users: &[Vec<usize>],
+    loops: &HashMap<usize, (BTreeSet<usize>, PrimitiveType)>,
+    groups: &mut HashMap<usize, Group>,
+    emitted: &mut [bool],
+) {
+    use crate::kernels::fused::MultiLoop;
+    let instrs = comp.instructions();
+    let dims = |o: usize| instrs[o].shape.as_array().map(|a| a.dims());
+    let roots = tuple_roots(
+        comp,
+        t,
+        users,
+        (groups, emitted),
+        |o| loops.contains_key(&o) && groups.contains_key(&o),
+        |a, b| dims(a) == dims(b) && loops[&a].1 == loops[&b].1,
+    );
+    let Some((&first, Some(dims))) = roots.first().map(|r| (r, dims(*r))) else {
+        return;
+    };
+    let ty = loops[&first].1;
+    let members: BTreeSet<usize> = roots
+        .iter()
+        .flat_map(|r| loops[r].0.iter().copied())
+        .collect();
+    let mut b = Builder::new(comp, ty, &members);
+    let mut results = Vec::with_capacity(roots.len());
+    for &r in &roots {
+        let Some(out_ty) = instrs[r].shape.element_type() else {
+            return;
+        };
+        let narrowed = ty == PrimitiveType::F32 && is_half(out_ty);
+        if out_ty != ty && out_ty != PrimitiveType::Pred && !narrowed {
+            return;
+        }
+        // (A root read as a leaf, a copy of an input, stays apart.)
+        match b.value(r, dims) {
+            Some(s @ Src::Reg(_)) => results.push((s, out_ty)),
+            _ => return,
+        }
+    }
+    let Some(lp) = b.finish_all(&results, dims) else {
+        return;
+    };
+    let mut inputs = std::mem::take(&mut b.inputs);
+    let node_inputs = inputs.len();
+    let elements = tuple_elements(comp, t, &roots, &mut inputs);
+    for r in &roots {
+        groups.remove(r);
+        emitted[*r] = false;
+    }
+    groups.insert(
+        t,
+        Group {
+            kernel: Box::new(MultiLoop::new(lp, elements, node_inputs)),
+            inputs,
+        },
+    );
+}
 
 /// Multi-output fusion: the tiled loops (and lone typed operations) over
 /// one shape that only tuple `t` and each other read become one loop that
@@ -316,39 +485,22 @@ fn merge_tuple_loops(
     groups: &mut HashMap<usize, Group>,
     emitted: &mut [bool],
 ) {
-    use crate::kernels::tiled::{Element, TiledLoop, fuse_mixes};
+    use crate::kernels::tiled::{TiledLoop, fuse_mixes};
     let instrs = comp.instructions();
-    let operands: Vec<usize> = instrs[t].operands.iter().map(|o| o.index()).collect();
     let dims = |o: usize| instrs[o].shape.as_array().map(|a| a.dims());
     let lone = |o: usize| {
         !groups.contains_key(&o) && emitted[o] && typed_op(comp, &instrs[o], false).is_some()
     };
-    // Arrays big enough for a pass over them to matter: a loop state's
-    // scalar counters stay apart, in kernels cheaper to start.
-    let big = |o: usize| {
-        instrs[o]
-            .shape
-            .as_array()
-            .and_then(|a| a.element_count().ok())
-            .is_some_and(|n| n >= MERGE_MIN)
-    };
-    let mut roots: Vec<usize> = Vec::new();
-    for &o in &operands {
-        let looped = tiled.contains_key(&o) && groups.contains_key(&o);
-        let first = roots.first().map_or(dims(o), |&r| dims(r));
-        let same = first.is_some() && dims(o) == first;
-        if (looped || lone(o)) && big(o) && same && !roots.contains(&o) {
-            roots.push(o);
-        }
-    }
-    // Only values the tuple and the loops themselves read.
-    while let Some(i) = roots
-        .iter()
-        .position(|&o| users[o].iter().any(|u| *u != t && !roots.contains(u)))
-    {
-        roots.remove(i);
-    }
-    if roots.len() < 2 {
+    let looped = |o: usize| tiled.contains_key(&o) && groups.contains_key(&o);
+    let roots = tuple_roots(
+        comp,
+        t,
+        users,
+        (groups, emitted),
+        |o| looped(o) || lone(o),
+        |a, b| dims(a).is_some() && dims(a) == dims(b),
+    );
+    if roots.is_empty() {
         return;
     }
     let mut members = BTreeSet::new();
@@ -377,19 +529,7 @@ fn merge_tuple_loops(
         return;
     };
     let node_inputs = inputs.len();
-    let elements = operands
-        .iter()
-        .map(|o| match roots.iter().position(|r| r == o) {
-            Some(i) => Element::Result(i),
-            None => Element::Input(match inputs.iter().position(|i| i == o) {
-                Some(j) => j,
-                None => {
-                    inputs.push(*o);
-                    inputs.len() - 1
-                }
-            }),
-        })
-        .collect();
+    let elements = tuple_elements(comp, t, &roots, &mut inputs);
     let (nodes, results) = fuse_mixes(nodes, &adds, results);
     let kernel = TiledLoop::tuple(nodes, results, shapes, elements, node_inputs);
     for r in &roots {
@@ -417,18 +557,7 @@ type Planned = (BTreeSet<usize>, Box<dyn Kernel>, Vec<usize>);
 /// An element-wise (or index-only) loop rooted at `k`.
 fn plan_loop(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<Planned> {
     let instr = comp.instruction(InstrId::new(k));
-    let ty = match compute_type(comp, instr) {
-        Some(t) => t.unwrap_or(PrimitiveType::F32),
-        None if is_index_op(instr.opcode)
-            && matches!(
-                array_type(instr),
-                Some(PrimitiveType::F32 | PrimitiveType::F64)
-            ) =>
-        {
-            array_type(instr)?
-        }
-        None => return None,
-    };
+    let ty = loop_type(comp, instr)?;
     let dims = instr.shape.as_array()?.dims().to_vec();
     let mut members = grow(
         comp,
@@ -443,6 +572,23 @@ fn plan_loop(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<Pl
             return Some((members, Box::new(kernel), inputs));
         }
         members = cut_inexpressible(comp, k, ty, &members)?;
+    }
+}
+
+/// The type a loop rooted at `instr` computes in: its element-wise
+/// type (f32 for predicate logic), or an index operation's f32 or f64.
+fn loop_type(comp: &HloComputation, instr: &HloInstruction) -> Option<PrimitiveType> {
+    match compute_type(comp, instr) {
+        Some(t) => Some(t.unwrap_or(PrimitiveType::F32)),
+        None if is_index_op(instr.opcode)
+            && matches!(
+                array_type(instr),
+                Some(PrimitiveType::F32 | PrimitiveType::F64)
+            ) =>
+        {
+            array_type(instr)
+        }
+        None => None,
     }
 }
 
@@ -1165,12 +1311,20 @@ impl<'c> Builder<'c> {
 
     /// The loop computing `result` over `dims`, with registers allocated.
     fn finish(&mut self, result: Src, out_ty: PrimitiveType, dims: &[i64]) -> Option<FusedLoop> {
+        self.finish_all(&[(result, out_ty)], dims)
+    }
+
+    /// The loop computing `results` (each with its element type; the
+    /// first is the main one) over `dims`, with registers allocated.
+    fn finish_all(&mut self, results: &[(Src, PrimitiveType)], dims: &[i64]) -> Option<FusedLoop> {
+        let srcs: Vec<Src> = results.iter().map(|r| r.0).collect();
         let (code, (registers, physical)) =
-            allocate_registers(std::mem::take(&mut self.code), result);
-        let result = match result {
-            Src::Reg(r) => Src::Reg(physical[r]),
-            leaf => leaf,
-        };
+            allocate_registers(std::mem::take(&mut self.code), &srcs);
+        let mut results = results.iter().map(|&(s, ty)| match s {
+            Src::Reg(r) => (Src::Reg(physical[r]), ty),
+            leaf => (leaf, ty),
+        });
+        let (result, out_ty) = results.next()?;
         let leaves = std::mem::take(&mut self.leaves);
         Some(FusedLoop {
             ty: self.ty,
@@ -1179,6 +1333,7 @@ impl<'c> Builder<'c> {
             leaves,
             code,
             result,
+            extra: results.collect(),
             registers,
         })
     }
@@ -1347,11 +1502,12 @@ impl<'c> Builder<'c> {
 }
 
 /// Maps SSA values to a small set of reusable registers: a register is free
-/// again after the last read of its value. Returns the code with physical
+/// again after the last read of its value (never, for the values of
+/// `results`, which a loop writes out). Returns the code with physical
 /// registers, and (register count, virtual-to-physical map).
 pub(crate) fn allocate_registers(
     code: Vec<Op>,
-    result: Src,
+    results: &[Src],
 ) -> (Vec<(Op, usize)>, (usize, Vec<usize>)) {
     let n = code.len();
     // The last operation reading each value; a value nobody reads dies where it is made.
@@ -1363,8 +1519,10 @@ pub(crate) fn allocate_registers(
             }
         }
     }
-    if let Src::Reg(r) = result {
-        last_use[r] = usize::MAX;
+    for &s in results {
+        if let Src::Reg(r) = s {
+            last_use[r] = usize::MAX;
+        }
     }
     let mut dies_at: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (v, &lu) in last_use.iter().enumerate() {

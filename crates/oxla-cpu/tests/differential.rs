@@ -139,6 +139,20 @@ fn fused_elementwise_with_broadcasts() {
         "HloModule t\nENTRY e {\n  x = f64[600,400] parameter(0)\n  t = f64[400,600] transpose(x), dimensions={1,0}\n  y = f64[400,600] parameter(1)\n  ROOT m = f64[400,600] maximum(t, y)\n}\n",
         0.0,
     );
+    // Outputs too large to stay in cache are streamed: a long row split
+    // among tasks, rows, and short rows packed several to a tile.
+    check(
+        "HloModule t\nENTRY e {\n  a = f32[2400001] parameter(0)\n  b = f32[2400001] parameter(1)\n  m = f32[2400001] multiply(a, b)\n  ROOT t = f32[2400001] tanh(m)\n}\n",
+        2e-6,
+    );
+    check(
+        "HloModule t\nENTRY e {\n  x = f32[2100,1030] parameter(0)\n  v = f32[1030] parameter(1)\n  b = f32[2100,1030] broadcast(v), dimensions={1}\n  ROOT s = f32[2100,1030] add(x, b)\n}\n",
+        0.0,
+    );
+    check(
+        "HloModule t\nENTRY e {\n  x = f32[150000,15] parameter(0)\n  v = f32[15] parameter(1)\n  b = f32[150000,15] broadcast(v), dimensions={1}\n  ROOT s = f32[150000,15] subtract(x, b)\n}\n",
+        0.0,
+    );
 }
 
 #[test]
@@ -1823,6 +1837,9 @@ fn tiled_loops_a_tuple_alone_reads_become_one_multi_output_loop() {
         1,
         "{listing}"
     );
+    // Outputs too large to stay in cache (38 MB in all) are streamed.
+    let big = text.replace("300001", "2100001");
+    assert!(check_exe(&big, 1e-6).contains("multi-output tiled loop"));
     // Exact values: floor division rounds toward minus infinity.
     let x = Literal::vec1(&[-7i32, -5, -1, 0, 4, 12, i32::MIN, i32::MAX]);
     let small = text.replace("300001", "8");
@@ -1867,6 +1884,115 @@ fn tiled_loops_a_tuple_alone_reads_become_one_multi_output_loop() {
     let listing = check_exe(&shared, 0.0);
     assert!(listing.contains("multi-output tiled loop"), "{listing}");
     assert!(listing.contains("xo = tiled loop"), "{listing}");
+}
+
+#[test]
+fn fused_loops_a_tuple_alone_reads_become_one_multi_output_loop() {
+    // One Adam step, as JAX writes it: new parameters and both moments,
+    // beside a pred and a bf16 output of the new parameters, a parameter
+    // passed through and a moment listed twice. 700 rows of 513 (threads,
+    // rows that are not whole tiles).
+    let adam = "HloModule t\nENTRY e {\n  p = f32[700,513] parameter(0)\n  g = f32[700,513] parameter(1)\n  \
+        m = f32[700,513] parameter(2)\n  w = f32[700,513] parameter(3)\n  k = f32[] parameter(4)\n  \
+        v = f32[700,513] abs(w)\n  \
+        c9 = f32[] constant(0.9)\n  b9 = f32[700,513] broadcast(c9), dimensions={}\n  \
+        c1 = f32[] constant(0.1)\n  b1 = f32[700,513] broadcast(c1), dimensions={}\n  \
+        c999 = f32[] constant(0.999)\n  b999 = f32[700,513] broadcast(c999), dimensions={}\n  \
+        c001 = f32[] constant(0.001)\n  b001 = f32[700,513] broadcast(c001), dimensions={}\n  \
+        ce = f32[] constant(1e-8)\n  be = f32[700,513] broadcast(ce), dimensions={}\n  \
+        bk = f32[700,513] broadcast(k), dimensions={}\n  \
+        m9 = f32[700,513] multiply(m, b9)\n  g1 = f32[700,513] multiply(g, b1)\n  \
+        mn = f32[700,513] add(m9, g1)\n  v9 = f32[700,513] multiply(v, b999)\n  \
+        gb = f32[700,513] multiply(g, b001)\n  g2 = f32[700,513] multiply(gb, g)\n  \
+        vn = f32[700,513] add(v9, g2)\n  sq = f32[700,513] sqrt(vn)\n  \
+        den = f32[700,513] add(sq, be)\n  num = f32[700,513] multiply(mn, bk)\n  \
+        d = f32[700,513] divide(num, den)\n  pn = f32[700,513] subtract(p, d)\n  \
+        up = pred[700,513] compare(pn, p), direction=LT\n  h = bf16[700,513] convert(pn)\n  \
+        ROOT t = (f32[700,513], f32[700,513], f32[700,513], pred[700,513], bf16[700,513], f32[700,513], f32[700,513]) \
+        tuple(pn, mn, vn, up, h, p, mn)\n}\n";
+    let listing = check_exe(adam, 0.0);
+    assert!(listing.contains("t = multi-output fused loop"), "{listing}");
+    assert_eq!(listing.matches("fused loop").count(), 1, "{listing}");
+    // Outputs too large to stay in cache (13.5 MB in all) are streamed.
+    let big = adam.replace("700,513", "1024,1100");
+    assert!(check_exe(&big, 0.0).contains("multi-output fused loop"));
+    // Exact values from known inputs.
+    let small = adam.replace("700,513", "2,3");
+    let mat = |v: [f32; 6]| Literal::from_vec(&[2, 3], v.to_vec()).unwrap();
+    let args = [
+        mat([1.0, -2.0, 0.5, 3.0, 0.0, -1.0]),
+        mat([0.5, 1.0, -2.0, 0.0, 4.0, 1.0]),
+        mat([0.0, 1.0, 2.0, -1.0, 0.0, 0.5]),
+        mat([0.25, 0.0, 1.0, 4.0, 0.0, 1.0]),
+        Literal::scalar(0.001f32),
+    ];
+    let (got, want) = run_both(&small, &args);
+    assert!(got.bitwise_eq(&want), "got {got}, want {want}");
+    let parts = got.tuple_elements().unwrap();
+    let mn: Vec<f32> = [0.0f32, 1.0, 2.0, -1.0, 0.0, 0.5]
+        .iter()
+        .zip([0.5f32, 1.0, -2.0, 0.0, 4.0, 1.0])
+        .map(|(&m, g)| m * 0.9 + g * 0.1)
+        .collect();
+    assert_eq!(parts[1].to_vec::<f32>().unwrap(), mn);
+    assert_eq!(parts[6].to_vec::<f32>().unwrap(), mn);
+    assert_eq!(
+        parts[5].to_vec::<f32>().unwrap(),
+        [1.0, -2.0, 0.5, 3.0, 0.0, -1.0]
+    );
+
+    // Results that are the operands of a closing function and of a pair
+    // (tanh(a * b + c), with a * b + c and a * b themselves results) keep
+    // their values; one long row of 300001 (parts of a row, a last partial
+    // tile).
+    for order in ["th, s, mu", "s, th, mu", "mu, s, th"] {
+        let text = format!(
+            "HloModule t\nENTRY e {{\n  a = f32[300001] parameter(0)\n  b = f32[300001] parameter(1)\n  \
+             c = f32[300001] parameter(2)\n  mu = f32[300001] multiply(a, b)\n  \
+             s = f32[300001] add(mu, c)\n  th = f32[300001] tanh(s)\n  \
+             ROOT t = (f32[300001], f32[300001], f32[300001]) tuple({order})\n}}\n"
+        );
+        let listing = check_exe(&text, 2e-6);
+        assert!(
+            listing.contains("multi-output fused loop"),
+            "{order}: {listing}"
+        );
+        let small = text.replace("300001", "3");
+        let v = |x: [f32; 3]| Literal::vec1(&x);
+        let args = [
+            v([1.0, 2.0, -3.0]),
+            v([0.5, -0.25, 2.0]),
+            v([0.25, 1.0, 5.0]),
+        ];
+        let (got, _) = run_both(&small, &args);
+        let parts = got.tuple_elements().unwrap();
+        let at = |name: &str| order.split(", ").position(|n| n == name).unwrap();
+        assert_eq!(parts[at("mu")].to_vec::<f32>().unwrap(), [0.5, -0.5, -6.0]);
+        assert_eq!(parts[at("s")].to_vec::<f32>().unwrap(), [0.75, 0.5, -1.0]);
+        let th = parts[at("th")].to_vec::<f32>().unwrap();
+        for (t, x) in th.iter().zip([0.75f32, 0.5, -1.0]) {
+            assert!((t - x.tanh()).abs() <= 2e-7, "tanh({x}) = {t}");
+        }
+    }
+
+    // A loop whose value another step also reads (here a reduction) stays
+    // apart; the others still merge.
+    let read = adam
+        .replace(
+            "h = bf16[700,513] convert(pn)",
+            "h = bf16[700,513] convert(pn)\n  z = f32[] constant(0)\n  \
+             r = f32[700] reduce(vn, z), dimensions={1}, to_apply=add",
+        )
+        .replace("HloModule t\n", "HloModule t\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n")
+        .replace("bf16[700,513], f32[700,513], f32[700,513])", "bf16[700,513], f32[700,513], f32[700])")
+        .replace("tuple(pn, mn, vn, up, h, p, mn)", "tuple(pn, mn, vn, up, h, p, r)");
+    let listing = check_exe(&read, 1e-5);
+    assert!(listing.contains("multi-output fused loop"), "{listing}");
+    assert!(listing.contains("vn = fused loop"), "{listing}");
+    // Small arrays stay apart.
+    let tiny = adam.replace("700,513", "3,5");
+    let listing = check_exe(&tiny, 0.0);
+    assert!(!listing.contains("multi-output"), "{listing}");
 }
 
 #[test]

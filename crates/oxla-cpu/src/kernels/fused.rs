@@ -15,6 +15,7 @@ use rayon::prelude::*;
 use super::Kernel;
 use super::math;
 use super::packed::Packing;
+use super::tiled::Element;
 use super::view::View;
 use crate::buffer::Pool;
 use crate::value::Value;
@@ -137,6 +138,10 @@ pub(crate) struct FusedLoop {
     /// Each operation writes its own register `dst`.
     pub code: Vec<(Op, usize)>,
     pub result: Src,
+    /// A multi-output loop's other results (registers, each with its
+    /// element type: `ty`, pred or a half type), written out tile by tile
+    /// beside `result` (see [`MultiLoop`]); empty for a loop of one value.
+    pub extra: Vec<(Src, PrimitiveType)>,
     pub registers: usize,
 }
 
@@ -708,10 +713,10 @@ fn binary_loop<T: Float>(op: Binary, out: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>
 
 /// Whether register `reg`'s value (as it is before `code[from]`) is read
 /// from `code[from]` on (until an operation writes the register again), or
-/// is the loop's `result`.
-fn read_after(code: &[(Op, usize)], from: usize, reg: usize, result: Src) -> bool {
+/// is one of the loop `f`'s results.
+fn read_after(f: &FusedLoop, from: usize, reg: usize) -> bool {
     let r = Src::Reg(reg);
-    for &(op, dst) in code.iter().skip(from) {
+    for &(op, dst) in f.code.iter().skip(from) {
         if op.operands().any(|s| s == r) {
             return true;
         }
@@ -719,7 +724,7 @@ fn read_after(code: &[(Op, usize)], from: usize, reg: usize, result: Src) -> boo
             return false;
         }
     }
-    result == r
+    f.is_result(r)
 }
 
 /// Positions `range` of what `s` names in a tile: a leaf's values, or a
@@ -1097,6 +1102,7 @@ impl<T: Float> Scratch<T> {
             }
         }
         mark(f.result);
+        f.extra.iter().for_each(|&(s, _)| mark(s));
         let pairs = f.pairs();
         Scratch {
             cap: len,
@@ -1115,6 +1121,11 @@ impl<T: Float> Scratch<T> {
 }
 
 impl FusedLoop {
+    /// Whether `s` is one of the loop's results.
+    pub(crate) fn is_result(&self, s: Src) -> bool {
+        self.result == s || self.extra.iter().any(|&(e, _)| e == s)
+    }
+
     /// What each leaf reads, resolved against the kernel's inputs.
     pub(crate) fn resolve<'a, T: Float>(
         &self,
@@ -1227,7 +1238,7 @@ impl FusedLoop {
                         && a != r
                         && x != r
                         && d1 != d2
-                        && !read_after(code, at + 2, d1, self.result)
+                        && !read_after(self, at + 2, d1)
                 }
                 _ => false,
             };
@@ -1263,8 +1274,7 @@ impl FusedLoop {
                         && !second_of_pair
                         && r == Src::Reg(d1)
                         && d1 != d2
-                        && self.result != Src::Reg(d1)
-                        && !read_after(code, at + 2, d1, self.result)
+                        && !read_after(self, at + 2, d1)
                 }
                 _ => false,
             };
@@ -1282,28 +1292,52 @@ impl FusedLoop {
             .collect()
     }
 
+    /// The loop's results over its whole space: the main one, then the
+    /// others (`extra`) in order.
     fn execute<T: Float>(
         &self,
         inputs: &[&ArrayLiteral],
         pool: &Pool,
-    ) -> Result<ArrayLiteral, String> {
+    ) -> Result<Vec<ArrayLiteral>, String> {
         let n: usize = self.dims.iter().map(|&d| d as usize).product();
         let views = self.views();
         let space = coalesce(&self.dims, &views);
         let inner = *space.dims.last().unwrap_or(&1);
         let rows = n / inner.max(1);
-        let shape = ArrayShape::new(self.out_ty, self.dims.clone()).map_err(|e| e.to_string())?;
+        let regs = self
+            .extra
+            .iter()
+            .map(|&(s, _)| match s {
+                Src::Reg(r) => Ok(r),
+                Src::Leaf(_) => Err("a multi-output loop result that is not computed".to_string()),
+            })
+            .collect::<Result<Vec<usize>, String>>()?;
         let mut out = pool.take::<T>(n);
-        self.run_rows::<T>(inputs, &space, &mut out, rows, inner)?;
-        let data = if self.out_ty == PrimitiveType::Pred {
+        let mut others: Vec<Vec<T>> = regs.iter().map(|_| pool.take::<T>(n)).collect();
+        self.run_rows::<T>(inputs, &space, &mut out, &regs, &mut others, rows, inner)?;
+        std::iter::once((out, self.out_ty))
+            .chain(others.into_iter().zip(self.extra.iter().map(|e| e.1)))
+            .map(|(values, ty)| self.literal(values, ty, pool))
+            .collect()
+    }
+
+    /// A result's array of element type `ty` from its values in the loop's type.
+    fn literal<T: Float>(
+        &self,
+        out: Vec<T>,
+        ty: PrimitiveType,
+        pool: &Pool,
+    ) -> Result<ArrayLiteral, String> {
+        let shape = ArrayShape::new(ty, self.dims.clone()).map_err(|e| e.to_string())?;
+        let data = if ty == PrimitiveType::Pred {
             let preds = ArrayData::Pred(out.iter().map(|&v| v != T::ZERO).collect());
             pool.give(out);
             preds
-        } else if self.out_ty == PrimitiveType::BF16 {
+        } else if ty == PrimitiveType::BF16 {
             let halves = ArrayData::BF16(out.iter().map(|&v| v.to_bf16()).collect());
             pool.give(out);
             halves
-        } else if self.out_ty == PrimitiveType::F16 {
+        } else if ty == PrimitiveType::F16 {
             let halves = ArrayData::F16(out.iter().map(|&v| v.to_f16()).collect());
             pool.give(out);
             halves
@@ -1313,20 +1347,31 @@ impl FusedLoop {
         ArrayLiteral::new(shape, data).map_err(|e| e.to_string())
     }
 
+    /// Runs the loop over `rows` rows of `inner` elements into `out`, and
+    /// the other results, from registers `regs`, into `others`.
+    #[allow(clippy::too_many_arguments)]
     fn run_rows<T: Float>(
         &self,
         inputs: &[&ArrayLiteral],
         space: &Space,
         out: &mut [T],
+        regs: &[usize],
+        others: &mut [Vec<T>],
         rows: usize,
         inner: usize,
     ) -> Result<(), String> {
         let sources = self.resolve::<T>(inputs)?;
         let row_len = inner;
-        // A fused loop alone writes with plain stores: in alternating runs
-        // (`oxla bench`, 8 pairs each) broadcast_add took 0.60-0.99 ms with
-        // them against 0.85-1.13 ms streamed, and fused_tanh was a wash.
-        // Row pipelines, whose blocks stream past the cache, do stream.
+        // Outputs that could not stay in the last-level cache are written
+        // with non-temporal stores (see `stream_min_bytes`), which save the
+        // read of each line a plain store first makes. On an AVX2 EPYC
+        // with 16 MiB of L3 (compare.py, XLA in the same runs)
+        // broadcast_add took 1.09 ms streamed against 1.63 ms plain (XLA
+        // 1.59-1.66), an Adam step's three f32[4096, 1024] outputs 5.60
+        // against 7.81 ms (XLA 7.09-7.43), and fused_tanh was a wash (2.84
+        // against 2.77). Where the cache can hold them, plain stores keep
+        // them there: on an earlier host with a larger cache, broadcast_add
+        // took 0.60-0.99 ms with them against 0.85-1.13 ms streamed.
         let narrow = self.streams_cheaply();
         let pairs = self.pairs();
         let fused = pairs
@@ -1336,6 +1381,7 @@ impl FusedLoop {
             .count();
         let passes = self.code.len() - fused;
         let step = if passes > 1 { LONE_STEP } else { TILE };
+        let stream = streams_bytes(std::mem::size_of_val(out).saturating_mul(1 + others.len()));
         // A loop alone's scratch, for tiles of up to `len` elements.
         let lone = |len: usize| {
             let mut scratch = Scratch::new(self, len);
@@ -1343,12 +1389,14 @@ impl FusedLoop {
             scratch.step = step;
             scratch.chunk_costly = true;
             scratch.prefetch = passes >= PREFETCH_PASSES;
+            scratch.stream = stream;
             scratch
         };
-        let work = |first_row: usize, chunk: &mut [T]| {
+        let work = |first_row: usize, chunk: &mut [T], other: Vec<&mut [T]>| {
             // Room for a whole tile where rows are short (see `Packing`).
             let mut scratch = lone(step.min(chunk.len()).max(row_len));
             let rows_here = chunk.len() / row_len.max(1);
+            let mut extra = Extra::new(chunk, regs, other);
             dispatch(
                 self,
                 space,
@@ -1357,28 +1405,70 @@ impl FusedLoop {
                 rows_here,
                 row_len,
                 chunk,
+                &mut extra,
                 &mut scratch,
             );
+            if stream {
+                store_fence();
+            }
         };
-        if out.len() >= PARALLEL_MIN && rows > 1 {
+        let n = out.len();
+        if n >= PARALLEL_MIN && rows > 1 {
             let threads = rayon::current_num_threads().max(1);
             let rows_per_task = rows.div_ceil(threads * 4).max(1);
-            out.par_chunks_mut(rows_per_task * row_len)
+            parts(out, others, rows_per_task * row_len)
+                .into_par_iter()
                 .enumerate()
-                .for_each(|(i, chunk)| work(i * rows_per_task, chunk));
-        } else if out.len() >= PARALLEL_MIN && row_len >= PARALLEL_MIN {
+                .for_each(|(i, (chunk, other))| work(i * rows_per_task, chunk, other));
+        } else if n >= PARALLEL_MIN && row_len >= PARALLEL_MIN {
             // One long row: split it into parts, each starting at a tile boundary.
             let threads = rayon::current_num_threads().max(1);
             let part = row_len.div_ceil(threads * 4).div_ceil(TILE) * TILE;
-            out.par_chunks_mut(part).enumerate().for_each(|(i, chunk)| {
-                let mut scratch = lone(chunk.len());
-                dispatch_span(self, space, &sources, i * part, chunk, &mut scratch);
-            });
+            parts(out, others, part)
+                .into_par_iter()
+                .enumerate()
+                .for_each(|(i, (chunk, other))| {
+                    let mut scratch = lone(chunk.len());
+                    let mut extra = Extra::new(chunk, regs, other);
+                    dispatch_span(
+                        self,
+                        space,
+                        &sources,
+                        i * part,
+                        chunk,
+                        &mut extra,
+                        &mut scratch,
+                    );
+                    if stream {
+                        store_fence();
+                    }
+                });
         } else {
-            work(0, out);
+            let other = others.iter_mut().map(|o| &mut o[..]).collect();
+            work(0, out, other);
         }
         Ok(())
     }
+}
+
+/// `out` split into parts of `size` elements, each with the same part of
+/// each of `others` (of `out`'s length).
+fn parts<'a, T>(
+    out: &'a mut [T],
+    others: &'a mut [Vec<T>],
+    size: usize,
+) -> Vec<(&'a mut [T], Vec<&'a mut [T]>)> {
+    let size = size.max(1);
+    let mut parts: Vec<(&mut [T], Vec<&mut [T]>)> = out
+        .chunks_mut(size)
+        .map(|c| (c, Vec::with_capacity(others.len())))
+        .collect();
+    for o in others.iter_mut() {
+        for (p, c) in parts.iter_mut().zip(o.chunks_mut(size)) {
+            p.1.push(c);
+        }
+    }
+    parts
 }
 
 /// The data of one kernel input.
@@ -1459,6 +1549,7 @@ macro_rules! multiversion {
             rows: usize,
             row_len: usize,
             out: &mut [T],
+            extra: &mut Extra<'_, T>,
             scratch: &mut Scratch<T>,
         ) {
             #[cfg(target_arch = "x86_64")]
@@ -1466,17 +1557,23 @@ macro_rules! multiversion {
                 if !scratch.narrow && std::is_x86_feature_detected!("avx512f") {
                     // SAFETY: the CPU supports AVX-512F (checked just above).
                     return unsafe {
-                        rows_avx512(f, space, sources, first_row, rows, row_len, out, scratch)
+                        rows_avx512(
+                            f, space, sources, first_row, rows, row_len, out, extra, scratch,
+                        )
                     };
                 }
                 if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
                     // SAFETY: the CPU supports AVX2 and FMA (checked just above).
                     return unsafe {
-                        rows_avx2(f, space, sources, first_row, rows, row_len, out, scratch)
+                        rows_avx2(
+                            f, space, sources, first_row, rows, row_len, out, extra, scratch,
+                        )
                     };
                 }
             }
-            rows_generic::<T, false>(f, space, sources, first_row, rows, row_len, out, scratch)
+            rows_generic::<T, false>(
+                f, space, sources, first_row, rows, row_len, out, extra, scratch,
+            )
         }
 
         /// A contiguous part `[start, start + out.len())` of a single-row space.
@@ -1486,20 +1583,21 @@ macro_rules! multiversion {
             sources: &[Source<'_, T>],
             start: usize,
             out: &mut [T],
+            extra: &mut Extra<'_, T>,
             scratch: &mut Scratch<T>,
         ) {
             #[cfg(target_arch = "x86_64")]
             {
                 if !scratch.narrow && std::is_x86_feature_detected!("avx512f") {
                     // SAFETY: as above.
-                    return unsafe { span_avx512(f, space, sources, start, out, scratch) };
+                    return unsafe { span_avx512(f, space, sources, start, out, extra, scratch) };
                 }
                 if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
                     // SAFETY: as above.
-                    return unsafe { span_avx2(f, space, sources, start, out, scratch) };
+                    return unsafe { span_avx2(f, space, sources, start, out, extra, scratch) };
                 }
             }
-            span_generic::<T, false>(f, space, sources, start, out, scratch)
+            span_generic::<T, false>(f, space, sources, start, out, extra, scratch)
         }
     };
 }
@@ -1516,9 +1614,12 @@ unsafe fn rows_avx512<T: Float>(
     rows: usize,
     row_len: usize,
     out: &mut [T],
+    extra: &mut Extra<'_, T>,
     scratch: &mut Scratch<T>,
 ) {
-    rows_generic::<T, true>(f, space, sources, first_row, rows, row_len, out, scratch)
+    rows_generic::<T, true>(
+        f, space, sources, first_row, rows, row_len, out, extra, scratch,
+    )
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -1531,9 +1632,12 @@ unsafe fn rows_avx2<T: Float>(
     rows: usize,
     row_len: usize,
     out: &mut [T],
+    extra: &mut Extra<'_, T>,
     scratch: &mut Scratch<T>,
 ) {
-    rows_generic::<T, true>(f, space, sources, first_row, rows, row_len, out, scratch)
+    rows_generic::<T, true>(
+        f, space, sources, first_row, rows, row_len, out, extra, scratch,
+    )
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -1544,9 +1648,10 @@ unsafe fn span_avx512<T: Float>(
     sources: &[Source<'_, T>],
     start: usize,
     out: &mut [T],
+    extra: &mut Extra<'_, T>,
     scratch: &mut Scratch<T>,
 ) {
-    span_generic::<T, true>(f, space, sources, start, out, scratch)
+    span_generic::<T, true>(f, space, sources, start, out, extra, scratch)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -1557,9 +1662,10 @@ unsafe fn span_avx2<T: Float>(
     sources: &[Source<'_, T>],
     start: usize,
     out: &mut [T],
+    extra: &mut Extra<'_, T>,
     scratch: &mut Scratch<T>,
 ) {
-    span_generic::<T, true>(f, space, sources, start, out, scratch)
+    span_generic::<T, true>(f, space, sources, start, out, extra, scratch)
 }
 
 /// Offset of each view at the start of row `row` (rows enumerate all but
@@ -1667,6 +1773,7 @@ fn row_blocks<T: Float, const FMA: bool>(
     rows: usize,
     row_len: usize,
     out: &mut [T],
+    extra: &mut Extra<'_, T>,
     scratch: &mut Scratch<T>,
 ) {
     let width = BLOCK_WIDTH.min(scratch.step);
@@ -1721,6 +1828,7 @@ fn row_blocks<T: Float, const FMA: bool>(
                     o,
                     start,
                     &mut out[at..at + len],
+                    extra,
                     scratch,
                 );
             }
@@ -1739,10 +1847,13 @@ fn rows_generic<T: Float, const FMA: bool>(
     rows: usize,
     row_len: usize,
     out: &mut [T],
+    extra: &mut Extra<'_, T>,
     scratch: &mut Scratch<T>,
 ) {
     if rows > 1 && sources.iter().any(|s| reads_down_columns(space, s)) {
-        return row_blocks::<T, FMA>(f, space, sources, first_row, rows, row_len, out, scratch);
+        return row_blocks::<T, FMA>(
+            f, space, sources, first_row, rows, row_len, out, extra, scratch,
+        );
     }
     let mut offsets = Vec::with_capacity(space.offsets.len());
     if rows > 1
@@ -1762,6 +1873,7 @@ fn rows_generic<T: Float, const FMA: bool>(
                 &offsets,
                 0,
                 &mut out[r * row_len..(r + k) * row_len],
+                extra,
                 scratch,
             );
             r += k;
@@ -1781,6 +1893,7 @@ fn rows_generic<T: Float, const FMA: bool>(
                 &offsets,
                 start,
                 &mut row[start..start + len],
+                extra,
                 scratch,
             );
             start += len;
@@ -1795,6 +1908,7 @@ fn span_generic<T: Float, const FMA: bool>(
     sources: &[Source<'_, T>],
     start: usize,
     out: &mut [T],
+    extra: &mut Extra<'_, T>,
     scratch: &mut Scratch<T>,
 ) {
     let offsets = &space.offsets;
@@ -1808,6 +1922,7 @@ fn span_generic<T: Float, const FMA: bool>(
             offsets,
             start + done,
             &mut out[done..done + len],
+            extra,
             scratch,
         );
         done += len;
@@ -1829,11 +1944,19 @@ pub(crate) const STREAM_MIN_BYTES: usize = 8 << 20;
 /// and layer norm over f32[4096,1024] took 1.73-1.81 and 1.27-1.35 ms with
 /// plain stores against 1.87-1.96 and 1.33-1.43 ms streamed (alternating
 /// `oxla bench` runs), while on Zen 4 (32 MiB) streaming won by 20%.
+///
+/// `OXLA_STREAM_MIN_BYTES` sets it instead, for a host whose memory the
+/// rule misjudges (or to compare the two kinds of store on one binary).
 fn stream_min_bytes() -> usize {
     static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    // gemm's own reading of the cache sizes (sysfs on Linux, cpuid
-    // elsewhere, defaults failing those).
-    *MIN.get_or_init(|| STREAM_MIN_BYTES.max(gemm_common::cache::CACHE_INFO[2].cache_bytes / 4))
+    *MIN.get_or_init(|| {
+        std::env::var("OXLA_STREAM_MIN_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            // gemm's own reading of the cache sizes (sysfs on Linux, cpuid
+            // elsewhere, defaults failing those).
+            .unwrap_or(STREAM_MIN_BYTES.max(gemm_common::cache::CACHE_INFO[2].cache_bytes / 4))
+    })
 }
 
 /// Whether a kernel writing `out` should stream it (non-temporal stores).
@@ -1958,9 +2081,11 @@ fn tile<T: Float, const FMA: bool>(
     offsets: &[i64],
     col: usize,
     out: &mut [T],
+    extra: &mut Extra<'_, T>,
     scratch: &mut Scratch<T>,
 ) {
     let len = out.len();
+    let mut streamed = false;
     #[cfg(target_arch = "x86_64")]
     if scratch.stream {
         if let Some(result) =
@@ -1969,19 +2094,69 @@ fn tile<T: Float, const FMA: bool>(
             // SAFETY: `stream` is set only where AVX was detected.
             unsafe { stream_copy(result, out) };
         }
-        return;
+        streamed = true;
     }
-    if let Some(result) = eval_tile::<T, FMA>(
-        f,
-        space,
-        sources,
-        offsets,
-        col,
-        len,
-        scratch,
-        Some(&mut *out),
-    ) {
+    if !streamed
+        && let Some(result) = eval_tile::<T, FMA>(
+            f,
+            space,
+            sources,
+            offsets,
+            col,
+            len,
+            scratch,
+            Some(&mut *out),
+        )
+    {
         out.copy_from_slice(result);
+    }
+    extra.write(out, &scratch.regs, scratch.stream);
+}
+
+/// A multi-output loop's other results (see [`FusedLoop::extra`]): where
+/// one task writes them, in step with its part of the main result.
+pub(crate) struct Extra<'a, T> {
+    /// The address of the task's first element of the main result.
+    base: usize,
+    /// Per other result: its register, and the task's part of its output
+    /// (laid out as the main result's part).
+    outs: Vec<(usize, &'a mut [T])>,
+}
+
+impl<'a, T: Copy> Extra<'a, T> {
+    /// For a loop of one result.
+    pub(crate) fn none() -> Extra<'a, T> {
+        Extra {
+            base: 0,
+            outs: Vec::new(),
+        }
+    }
+
+    /// The other results `regs` name, over the part `outs` of their outputs
+    /// that goes with `main`, the part of the main result one task writes.
+    fn new(main: &[T], regs: &[usize], outs: Vec<&'a mut [T]>) -> Extra<'a, T> {
+        Extra {
+            base: main.as_ptr() as usize,
+            outs: regs.iter().copied().zip(outs).collect(),
+        }
+    }
+
+    /// Copies each result's tile from its register to its output, at the
+    /// place of `out`, the tile just written of the task's main result.
+    #[inline(always)]
+    fn write(&mut self, out: &[T], regs: &[Vec<T>], stream: bool) {
+        if self.outs.is_empty() {
+            return;
+        }
+        let len = out.len();
+        let at = (out.as_ptr() as usize - self.base) / std::mem::size_of::<T>().max(1);
+        for (r, o) in &mut self.outs {
+            if stream {
+                copy_streamed(&regs[*r][..len], &mut o[at..at + len]);
+            } else {
+                o[at..at + len].copy_from_slice(&regs[*r][..len]);
+            }
+        }
     }
 }
 
@@ -2136,7 +2311,10 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
         };
         let closing = match (head, f.code.get(end + 1)) {
             (Some((head, r)), Some(&(Op::Unary(u, arg_reg), udst)))
-                if end + 1 == last && arg_reg == Src::Reg(r) && f.result == Src::Reg(udst) =>
+                if end + 1 == last
+                    && arg_reg == Src::Reg(r)
+                    && f.result == Src::Reg(udst)
+                    && !f.extra.iter().any(|&(e, _)| e == arg_reg) =>
             {
                 costly(u).map(|c| (head, u, c, udst))
             }
@@ -2269,7 +2447,7 @@ impl FusedLoop {
         let [(Op::Select(Src::Leaf(p), a, b), dst)] = self.code[..] else {
             return None;
         };
-        if self.result != Src::Reg(dst) || self.out_ty != self.ty {
+        if self.result != Src::Reg(dst) || self.out_ty != self.ty || !self.extra.is_empty() {
             return None;
         }
         let Leaf::Input {
@@ -2307,6 +2485,17 @@ impl FusedLoop {
     }
 }
 
+impl FusedLoop {
+    /// The loop's results (the main one, then `extra`) over `arrays`.
+    fn results(&self, arrays: &[&ArrayLiteral], pool: &Pool) -> Result<Vec<ArrayLiteral>, String> {
+        match self.ty {
+            PrimitiveType::F32 => self.execute::<f32>(arrays, pool),
+            PrimitiveType::F64 => self.execute::<f64>(arrays, pool),
+            other => Err(format!("fused loops compute in f32 or f64, not {other}")),
+        }
+    }
+}
+
 impl Kernel for FusedLoop {
     fn name(&self) -> &'static str {
         "fused loop"
@@ -2324,12 +2513,68 @@ impl Kernel for FusedLoop {
         if let Some(i) = self.forwarded(&arrays) {
             return Ok(inputs[i].clone());
         }
-        let out = match self.ty {
-            PrimitiveType::F32 => self.execute::<f32>(&arrays, pool)?,
-            PrimitiveType::F64 => self.execute::<f64>(&arrays, pool)?,
-            other => return Err(format!("fused loops compute in f32 or f64, not {other}")),
-        };
+        let out = self
+            .results(&arrays, pool)?
+            .into_iter()
+            .next()
+            .ok_or("a fused loop without a result")?;
         Ok(Value::owned(out))
+    }
+}
+
+/// Multi-output fusion of element-wise loops: one fused loop whose main
+/// result and `extra` results are, with kernel inputs passed through, the
+/// elements of a tuple. Loops over one shape that only the tuple reads
+/// (an optimiser's new parameters and moments) so read the arrays they
+/// share once, and compute once the values they pass each other.
+#[derive(Debug)]
+pub(crate) struct MultiLoop {
+    lp: FusedLoop,
+    /// The tuple's elements: results of the loop (0 the main one, then
+    /// `extra` in order) or kernel inputs.
+    elements: Vec<Element>,
+    /// How many of the kernel's inputs the loop reads (the others are
+    /// elements passed through).
+    node_inputs: usize,
+}
+
+impl MultiLoop {
+    pub(crate) fn new(lp: FusedLoop, elements: Vec<Element>, node_inputs: usize) -> MultiLoop {
+        MultiLoop {
+            lp,
+            elements,
+            node_inputs,
+        }
+    }
+}
+
+impl Kernel for MultiLoop {
+    fn name(&self) -> &'static str {
+        "multi-output fused loop"
+    }
+
+    fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
+        let arrays: Vec<&ArrayLiteral> = inputs
+            .iter()
+            .take(self.node_inputs)
+            .map(|v| v.array().ok_or("a fused loop reads arrays"))
+            .collect::<Result<_, _>>()?;
+        let results: Vec<Value<'a>> = self
+            .lp
+            .results(&arrays, pool)?
+            .into_iter()
+            .map(Value::owned)
+            .collect();
+        // (A result may appear more than once: its array is shared.)
+        self.elements
+            .iter()
+            .map(|e| match *e {
+                Element::Result(i) => results.get(i).cloned(),
+                Element::Input(j) => inputs.get(j).cloned(),
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(|v| Value::Tuple(v.into()))
+            .ok_or_else(|| "a tuple element out of range".to_string())
     }
 }
 
@@ -2394,6 +2639,7 @@ mod tests {
             dims: vec![n as i64],
             leaves,
             result,
+            extra: Vec::new(),
             code,
             registers,
         }

@@ -471,6 +471,7 @@ impl RowPipeline {
                         (b1 - b0) * q,
                         *row_len,
                         &mut out[part.clone()],
+                        &mut fused::Extra::none(),
                         scratch,
                     ),
                     (Walk::Span { space }, scratch) => fused::dispatch_span(
@@ -479,6 +480,7 @@ impl RowPipeline {
                         &sources,
                         b0,
                         &mut out[part.clone()],
+                        &mut fused::Extra::none(),
                         scratch,
                     ),
                     (

@@ -224,7 +224,7 @@ fn key_loop(
         memo: HashMap::new(),
     };
     let result = b.value(root)?;
-    let (code, (registers, physical)) = allocate_registers(b.code, result);
+    let (code, (registers, physical)) = allocate_registers(b.code, &[result]);
     let result = match result {
         Src::Reg(r) => Src::Reg(physical[r]),
         leaf => leaf,
@@ -236,6 +236,7 @@ fn key_loop(
         leaves: b.leaves,
         code,
         result,
+        extra: Vec::new(),
         registers,
     })
 }

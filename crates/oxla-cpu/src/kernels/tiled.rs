@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 
 use super::Kernel;
-use super::fused::PARALLEL_MIN;
+use super::fused::{PARALLEL_MIN, copy_streamed, store_fence, streams_bytes};
 use super::typed::{self, BinFn, ConvertFn, RemainderFn, RotateFn, RotateXorFn, SplatFn};
 use crate::buffer::Pool;
 use crate::value::Value;
@@ -798,6 +798,13 @@ impl TiledLoop {
             1
         };
         let per_task = (n.div_ceil(TILE).div_ceil(tasks.max(1)) * TILE).max(TILE);
+        // Outputs that could not stay in cache are streamed, as fused
+        // loops' are (see `fused::streams_bytes`).
+        let bytes: usize = outs
+            .iter()
+            .map(|o| o.len().saturating_mul(o.element_type().byte_size()))
+            .sum();
+        let stream = streams_bytes(bytes);
         // Each task's parts of the outputs.
         let mut parts: Vec<Vec<Box<dyn Sink + '_>>> =
             (0..n.div_ceil(per_task)).map(|_| Vec::new()).collect();
@@ -824,10 +831,17 @@ impl TiledLoop {
                     return false;
                 }
                 for (&r, sink) in self.results.iter().zip(&mut sinks) {
-                    if !self.slots.get(r).is_some_and(|&s| sink.put(at, &regs[s])) {
+                    if !self
+                        .slots
+                        .get(r)
+                        .is_some_and(|&s| sink.put(at, &regs[s], stream))
+                    {
                         return false;
                     }
                 }
+            }
+            if stream {
+                store_fence();
             }
             true
         };
@@ -842,15 +856,19 @@ impl TiledLoop {
 /// Where a task writes one result: its part of an output array.
 trait Sink: Send {
     /// Copies `tile` (of the result's type) to the part's elements from
-    /// `at` on.
-    fn put(&mut self, at: usize, tile: &ArrayData) -> bool;
+    /// `at` on, with non-temporal stores if `stream`.
+    fn put(&mut self, at: usize, tile: &ArrayData, stream: bool) -> bool;
 }
 
 impl<T: NativeType> Sink for &mut [T] {
-    fn put(&mut self, at: usize, tile: &ArrayData) -> bool {
+    fn put(&mut self, at: usize, tile: &ArrayData, stream: bool) -> bool {
         match (T::slice(tile), self.get_mut(at..)) {
             (Some(t), Some(d)) if t.len() <= d.len() => {
-                d[..t.len()].copy_from_slice(t);
+                if stream {
+                    copy_streamed(t, &mut d[..t.len()]);
+                } else {
+                    d[..t.len()].copy_from_slice(t);
+                }
                 true
             }
             _ => false,
