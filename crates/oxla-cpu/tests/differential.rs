@@ -1881,7 +1881,29 @@ fn tiled_loops_a_tuple_alone_reads_become_one_multi_output_loop() {
             "g = f32[300001] exponential(f)",
             "xs = s32[300001] add(xo, xo)\n  g = f32[300001] convert(xs)",
         );
+    // (It is a root too, so all of them merge, g computed from xo inside.)
     let listing = check_exe(&shared, 0.0);
+    assert_eq!(
+        listing.matches("multi-output tiled loop").count(),
+        1,
+        "{listing}"
+    );
+    assert!(!listing.contains("xo = "), "{listing}");
+    // A loop whose buffer a step outside the merge reads (a sort) stays
+    // apart; the others still merge.
+    let sorted = text
+        .replace(
+            "HloModule t\nENTRY e {",
+            "HloModule t\nless {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  \
+             ROOT l = pred[] compare(a, b), direction=LT\n}\nENTRY e {",
+        )
+        .replace(
+            "g = f32[300001] exponential(f)",
+            "g = f32[300001] exponential(f)\n  \
+             st = s32[300001] sort(xo), dimensions={0}, to_apply=less",
+        )
+        .replace("tuple(fd, xo, lt, x, g, fd)", "tuple(fd, xo, lt, x, g, st)");
+    let listing = check_exe(&sorted, 0.0);
     assert!(listing.contains("multi-output tiled loop"), "{listing}");
     assert!(listing.contains("xo = tiled loop"), "{listing}");
 }
