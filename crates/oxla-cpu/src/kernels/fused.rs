@@ -2565,16 +2565,7 @@ impl Kernel for MultiLoop {
             .into_iter()
             .map(Value::owned)
             .collect();
-        // (A result may appear more than once: its array is shared.)
-        self.elements
-            .iter()
-            .map(|e| match *e {
-                Element::Result(i) => results.get(i).cloned(),
-                Element::Input(j) => inputs.get(j).cloned(),
-            })
-            .collect::<Option<Vec<_>>>()
-            .map(|v| Value::Tuple(v.into()))
-            .ok_or_else(|| "a tuple element out of range".to_string())
+        super::tiled::make_tuple(&self.elements, &results, inputs)
     }
 }
 

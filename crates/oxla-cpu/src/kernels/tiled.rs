@@ -916,17 +916,27 @@ impl Kernel for TiledLoop {
                 .pop()
                 .ok_or_else(|| "a loop without a result".to_string());
         };
-        // (A result may appear more than once: its array is shared.)
-        elements
-            .iter()
-            .map(|e| match *e {
-                Element::Result(i) => arrays.get(i).cloned(),
-                Element::Input(j) => inputs.get(j).cloned(),
-            })
-            .collect::<Option<Vec<_>>>()
-            .map(|v| Value::Tuple(v.into()))
-            .ok_or_else(|| "a tuple element out of range".to_string())
+        make_tuple(elements, &arrays, inputs)
     }
+}
+
+/// A multi-output loop's tuple: `elements` taken from its `results` and
+/// its kernel `inputs`. (A result may appear more than once: its array is
+/// shared.)
+pub(crate) fn make_tuple<'a>(
+    elements: &[Element],
+    results: &[Value<'a>],
+    inputs: &[Value<'a>],
+) -> Result<Value<'a>, String> {
+    elements
+        .iter()
+        .map(|e| match *e {
+            Element::Result(i) => results.get(i).cloned(),
+            Element::Input(j) => inputs.get(j).cloned(),
+        })
+        .collect::<Option<Vec<_>>>()
+        .map(|v| Value::Tuple(v.into()))
+        .ok_or_else(|| "a tuple element out of range".to_string())
 }
 
 #[cfg(test)]
