@@ -378,17 +378,21 @@ fn tuple_roots(
     roots
 }
 
-/// The elements of tuple `t` whose operands `roots` a merged loop
-/// computes: results of the loop, or values passed through, which join
-/// the kernel's `inputs`.
-fn tuple_elements(
+/// Puts the loop merging `roots` in their place, as tuple `t`'s group:
+/// `make(elements, node_inputs)` builds its kernel from the tuple's
+/// elements (results of the loop, or values passed through, which join
+/// the loop's `inputs` after its first `node_inputs`).
+fn install_merge(
     comp: &HloComputation,
     t: usize,
     roots: &[usize],
-    inputs: &mut Vec<usize>,
-) -> Vec<crate::kernels::tiled::Element> {
+    mut inputs: Vec<usize>,
+    (groups, emitted): (&mut HashMap<usize, Group>, &mut [bool]),
+    make: impl FnOnce(Vec<crate::kernels::tiled::Element>, usize) -> Box<dyn Kernel>,
+) {
     use crate::kernels::tiled::Element;
-    comp.instructions()[t]
+    let node_inputs = inputs.len();
+    let elements = comp.instructions()[t]
         .operands
         .iter()
         .map(|o| o.index())
@@ -402,7 +406,13 @@ fn tuple_elements(
                 }
             }),
         })
-        .collect()
+        .collect();
+    let kernel = make(elements, node_inputs);
+    for r in roots {
+        groups.remove(r);
+        emitted[*r] = false;
+    }
+    groups.insert(t, Group { kernel, inputs });
 }
 
 /// Multi-output fusion of element-wise fused loops: those over one shape
@@ -443,8 +453,7 @@ fn merge_fused_loops(
         let Some(out_ty) = instrs[r].shape.element_type() else {
             return;
         };
-        let narrowed = ty == PrimitiveType::F32 && is_half(out_ty);
-        if out_ty != ty && out_ty != PrimitiveType::Pred && !narrowed {
+        if !result_type_ok(ty, out_ty) {
             return;
         }
         // (A root read as a leaf, a copy of an input, stays apart.)
@@ -456,19 +465,14 @@ fn merge_fused_loops(
     let Some(lp) = b.finish_all(&results, dims) else {
         return;
     };
-    let mut inputs = std::mem::take(&mut b.inputs);
-    let node_inputs = inputs.len();
-    let elements = tuple_elements(comp, t, &roots, &mut inputs);
-    for r in &roots {
-        groups.remove(r);
-        emitted[*r] = false;
-    }
-    groups.insert(
+    let inputs = std::mem::take(&mut b.inputs);
+    install_merge(
+        comp,
         t,
-        Group {
-            kernel: Box::new(MultiLoop::new(lp, elements, node_inputs)),
-            inputs,
-        },
+        &roots,
+        inputs,
+        (groups, emitted),
+        |elements, node_inputs| Box::new(MultiLoop::new(lp, elements, node_inputs)),
     );
 }
 
@@ -516,8 +520,7 @@ fn merge_tuple_loops(
             }
         }
     }
-    let Some((nodes, adds, mut inputs, results)) =
-        tiled_nodes(comp, &roots, &members, users, floats)
+    let Some((nodes, adds, inputs, results)) = tiled_nodes(comp, &roots, &members, users, floats)
     else {
         return;
     };
@@ -528,19 +531,21 @@ fn merge_tuple_loops(
     else {
         return;
     };
-    let node_inputs = inputs.len();
-    let elements = tuple_elements(comp, t, &roots, &mut inputs);
     let (nodes, results) = fuse_mixes(nodes, &adds, results);
-    let kernel = TiledLoop::tuple(nodes, results, shapes, elements, node_inputs);
-    for r in &roots {
-        groups.remove(r);
-        emitted[*r] = false;
-    }
-    groups.insert(
+    install_merge(
+        comp,
         t,
-        Group {
-            kernel: Box::new(kernel),
-            inputs,
+        &roots,
+        inputs,
+        (groups, emitted),
+        |elements, node_inputs| {
+            Box::new(TiledLoop::tuple(
+                nodes,
+                results,
+                shapes,
+                elements,
+                node_inputs,
+            ))
         },
     );
 }
@@ -1259,6 +1264,12 @@ fn grow(
     members
 }
 
+/// Whether a loop computing in `ty` can make a result of type `out_ty`:
+/// its own type, pred, or (from f32) a half type it rounds to.
+fn result_type_ok(ty: PrimitiveType, out_ty: PrimitiveType) -> bool {
+    out_ty == ty || out_ty == PrimitiveType::Pred || (ty == PrimitiveType::F32 && is_half(out_ty))
+}
+
 /// Builds the fused loop for a group; `None` if the group cannot be expressed.
 fn build(
     comp: &HloComputation,
@@ -1268,8 +1279,7 @@ fn build(
 ) -> Option<(FusedLoop, Vec<usize>)> {
     let out = comp.instruction(InstrId::new(root)).shape.as_array()?;
     let out_ty = out.element_type();
-    let narrowed = ty == PrimitiveType::F32 && is_half(out_ty);
-    if out_ty != ty && out_ty != PrimitiveType::Pred && !narrowed {
+    if !result_type_ok(ty, out_ty) {
         return None;
     }
     let mut b = Builder::new(comp, ty, members);
