@@ -185,7 +185,7 @@ impl CpuExecutable {
                     program::Kind::Call(_) => "call".to_string(),
                     program::Kind::While { small: None, .. } => "while".to_string(),
                     program::Kind::While { small: Some(l), .. } => {
-                        format!("while (small-state loop{})", l.counting())
+                        format!("while (small-state loop{})", l.summary())
                     }
                     program::Kind::Conditional { .. } => "conditional".to_string(),
                     program::Kind::Kernel(k) => {

@@ -26,7 +26,7 @@ use oxla_interp::{ElementwiseFunction, ElementwiseScratch};
 
 use crate::kernels::elementwise::scalar_function;
 use crate::kernels::gather::{ScatterKernel, plan_scatter};
-use crate::kernels::slices::{clamped_starts, row_major, slice_into, update_into};
+use crate::kernels::slices::{clamped_starts, copy_span, row_major, slice_into, update_into};
 use crate::kernels::typed::{self, ScalarFn, Typed, UpdateFn};
 use crate::kernels::view::View;
 use crate::value::{Value, unshare};
@@ -71,6 +71,8 @@ enum Op {
     /// The same on scalars in the bank: no storage to look up.
     Scalar {
         f: ScalarFn,
+        /// `f`, when the loop runs it inline.
+        inline: Option<typed::InlineOp>,
         a: Bank,
         b: Bank,
         out: Bank,
@@ -108,6 +110,9 @@ enum Op {
     },
     /// Indexing with indices read at run time.
     Indexed(Box<Indexed>),
+    /// Typed arithmetic reading or writing blocks of larger arrays in place
+    /// (see [`window_ops`]).
+    Window(Box<WindowOp>),
     /// A nested loop: the moves that set its state, and the loop.
     While(Box<(Vec<Move>, LoopCode)>),
     Conditional(Box<BranchCode>),
@@ -126,7 +131,8 @@ impl Op {
             | Op::Conditional(_)
             | Op::Scalar { .. }
             | Op::ScalarSelect { .. }
-            | Op::Indexed(_) => None,
+            | Op::Indexed(_)
+            | Op::Window(_) => None,
         }
     }
 }
@@ -143,6 +149,52 @@ struct Indexed {
     loads: Vec<(Bank, Reg)>,
     /// The bank slot of a result that lives there.
     store: Option<Bank>,
+    /// The start indices' bank slots, when every one is a banked integer
+    /// scalar (a `dynamic-slice` or `dynamic-update-slice` at a loop
+    /// counter, JAX's `fori_loop` and `scan`): read there directly, with
+    /// no trip through their registers.
+    banked_starts: Option<Vec<(Bank, IndexBits)>>,
+    /// For a `dynamic-slice` of a state array the loop never writes: which
+    /// of the arrays borrowed from the caller it reads (see
+    /// [`borrow_states`]) instead of its register.
+    borrowed: Option<usize>,
+}
+
+/// How an integer index lies in the bank: its width in bits and whether
+/// it is signed.
+#[derive(Clone, Copy, Debug)]
+struct IndexBits {
+    width: u32,
+    signed: bool,
+}
+
+impl IndexBits {
+    fn of(ty: PrimitiveType) -> Option<IndexBits> {
+        use PrimitiveType as P;
+        let (width, signed) = match ty {
+            P::S8 => (8, true),
+            P::S16 => (16, true),
+            P::S32 => (32, true),
+            P::S64 => (64, true),
+            P::U8 => (8, false),
+            P::U16 => (16, false),
+            P::U32 => (32, false),
+            P::U64 => (64, false),
+            _ => return None,
+        };
+        Some(IndexBits { width, signed })
+    }
+
+    /// The index whose bits (zero-extended, see `typed::Lanes`) are `bits`.
+    #[inline(always)]
+    fn value(self, bits: u64) -> i128 {
+        let up = bits << (64 - self.width);
+        if self.signed {
+            i128::from((up as i64) >> (64 - self.width))
+        } else {
+            i128::from(up >> (64 - self.width))
+        }
+    }
 }
 
 impl Indexed {
@@ -152,6 +204,67 @@ impl Indexed {
     fn in_place(&self) -> bool {
         self.args.first() == Some(&self.out)
     }
+}
+
+/// Where a windowed operation's operand or result is.
+enum Place {
+    /// A whole register.
+    Reg(Reg),
+    /// The block of register `array` (or of borrowed array `borrowed`)
+    /// placed at the start indices in `slots`, clamped as
+    /// `dynamic-slice` and `dynamic-update-slice` clamp them, and one run
+    /// of the array's elements (see `Block::run`).
+    Block {
+        array: Reg,
+        borrowed: Option<usize>,
+        block: Block,
+        slots: Vec<(Bank, IndexBits)>,
+    },
+}
+
+impl Place {
+    /// The register it is in (a borrowed array has none).
+    fn reg(&self) -> Option<Reg> {
+        match *self {
+            Place::Reg(r) => Some(r),
+            Place::Block {
+                borrowed: Some(_), ..
+            } => None,
+            Place::Block { array, .. } => Some(array),
+        }
+    }
+
+    /// Its first element's offset in its array, now.
+    #[inline(always)]
+    fn offset(&self, bank: &[u64]) -> Option<usize> {
+        match self {
+            Place::Reg(_) => Some(0),
+            Place::Block { block, slots, .. } => block.place(slots, bank, &mut [0; MAX_RANK]),
+        }
+    }
+
+    /// Whether it reads or writes bank slot `b` or register `r` (`at`).
+    fn touches(&self, at: Loc) -> bool {
+        let slot = |b| match self {
+            Place::Block { slots, .. } => slots.iter().any(|&(s, _)| s == b),
+            Place::Reg(_) => false,
+        };
+        match at {
+            Loc::Bank(b) => slot(b),
+            Loc::Reg(r) => self.reg() == Some(r),
+        }
+    }
+}
+
+/// `out = a op b` over `n` elements, where each of the three may be a
+/// block of a larger array: a `dynamic-slice` read where it lies, or a
+/// `dynamic-update-slice` written there, with no copy between.
+struct WindowOp {
+    f: typed::WindowFn,
+    a: Place,
+    b: Place,
+    out: Place,
+    n: usize,
 }
 
 enum IndexKind {
@@ -164,27 +277,67 @@ enum IndexKind {
 }
 
 /// A block of an array placed at run-time starts.
+#[derive(Clone)]
 struct Block {
     /// The array's dimensions and row-major strides.
     dims: Vec<usize>,
     strides: Vec<usize>,
     /// The block's dimensions.
     sizes: Vec<usize>,
+    /// The largest start in each dimension at which the block fits.
+    last: Vec<usize>,
+    /// The block's element count, when its elements are one run of the
+    /// array's (ones, then at most one partial dimension, then whole ones:
+    /// a row, or rows): one copy moves it.
+    run: Option<usize>,
 }
 
 impl Block {
     fn new(dims: Vec<usize>, sizes: Vec<usize>) -> Block {
+        let partial = sizes.iter().position(|&s| s != 1).unwrap_or(sizes.len());
+        let whole = sizes
+            .iter()
+            .zip(&dims)
+            .skip(partial + 1)
+            .all(|(s, d)| s == d);
         Block {
             strides: row_major(&dims),
+            last: dims
+                .iter()
+                .zip(&sizes)
+                .map(|(d, s)| d.saturating_sub(*s))
+                .collect(),
+            run: (whole && sizes.len() == dims.len()).then(|| sizes.iter().product()),
             dims,
             sizes,
         }
     }
+
+    /// The block's starts read from `bank` and clamped so that it fits,
+    /// into `starts`, and its first element's offset in the array.
+    #[inline(always)]
+    fn place(
+        &self,
+        slots: &[(Bank, IndexBits)],
+        bank: &[u64],
+        starts: &mut [usize; MAX_RANK],
+    ) -> Option<usize> {
+        let mut offset = 0;
+        for (d, &(slot, bits)) in slots.iter().enumerate() {
+            let last = *self.last.get(d)?;
+            let s = bits.value(*bank.get(slot)?).clamp(0, last as i128) as usize;
+            *starts.get_mut(d)? = s;
+            offset += s * self.strides.get(d)?;
+        }
+        Some(offset)
+    }
 }
 
-/// Scratch space a run reuses.
-#[derive(Default)]
-struct Scratch {
+/// What a run's operations share: the iteration limit, the state arrays
+/// the loop borrowed (see [`borrow_states`]), and scratch space.
+struct Context<'l> {
+    limit: Option<u64>,
+    lent: &'l [&'l ArrayData],
     elementwise: ElementwiseScratch,
     starts: Vec<usize>,
 }
@@ -206,6 +359,12 @@ pub(crate) struct SmallLoop {
     template: Frame,
     /// Where each state value lives.
     state_locs: Vec<Loc>,
+    /// For each state value, whether the loop borrows it from the caller
+    /// (a read-only array, see [`borrow_states`]), and which of the
+    /// borrowed ones it is.
+    lent: Vec<Option<usize>>,
+    /// Operations on blocks in place (see [`window_ops`]).
+    windowed: usize,
     code: LoopCode,
     /// Bytes of the largest register (for the memory limit).
     pub largest: u64,
@@ -389,17 +548,27 @@ pub(crate) fn plan(module: &HloModule, comp: ComputationId, instr: InstrId) -> O
         .map(|(r, _)| typed::bits_of(r).unwrap_or(0))
         .collect();
     let loc = |r: Reg| slots[r].map_or(Loc::Reg(r), Loc::Bank);
-    let state_locs = code.state.iter().map(|&r| loc(r)).collect();
-    bank_loop(&mut code, &slots);
+    let state_locs: Vec<Loc> = code.state.iter().map(|&r| loc(r)).collect();
+    bank_loop(&mut code, &slots, &c.regs);
     count_loops(module, &mut code, &slots);
     if !only_indexed(&code, &mut c.regs) {
         return None;
+    }
+    let lent = borrow_states(&mut code, &state_locs);
+    let lens: Vec<usize> = c.regs.iter().map(ArrayData::len).collect();
+    let windowed = window_ops(&mut code, &lens);
+    for (&r, l) in code.state.iter().zip(&lent) {
+        if l.is_some() {
+            c.regs[r] = ArrayData::zeros(c.regs[r].element_type(), 0);
+        }
     }
     Some(SmallLoop {
         state,
         tuple,
         template: Frame { regs: c.regs, bank },
         state_locs,
+        lent,
+        windowed,
         code,
         largest,
         spare: Mutex::new(Vec::new()),
@@ -478,6 +647,13 @@ fn indexed_code(code: &Code, large: &[bool], touched: &mut [bool]) -> bool {
         Op::Select { p, a, b, out } => small(&[*p, *a, *b, *out]),
         Op::Function { args, out, .. } => small(args) && small(&[*out]),
         Op::Scalar { .. } | Op::ScalarSelect { .. } => true,
+        // (Made after this check, of blocks it allowed.)
+        Op::Window(w) => {
+            for r in [&w.a, &w.b, &w.out].into_iter().filter_map(Place::reg) {
+                touched[r] = true;
+            }
+            true
+        }
         Op::Gather { src, out, .. } => {
             touched[*src] = true;
             small(&[*out])
@@ -500,6 +676,213 @@ fn indexed_code(code: &Code, large: &[bool], touched: &mut [bool]) -> bool {
             indexed_code(branch, large, touched) && indexed_moves(moves, large, touched)
         }),
     })
+}
+
+/// The state arrays a run can borrow from the caller rather than copy
+/// in: those the loop only reads, through `dynamic-slice`s of its own code
+/// (JAX's `fori_loop` and `scan` reading their inputs a row at a time).
+/// No operation or move writes them, so each leaves the loop as it came.
+/// Marks those slices as reading the borrowed array; returns, for each
+/// state value, which borrowed array it is.
+fn borrow_states(lc: &mut LoopCode, locs: &[Loc]) -> Vec<Option<usize>> {
+    let mut next = 0;
+    let mut lent = vec![None; lc.state.len()];
+    for (i, &r) in lc.state.iter().enumerate() {
+        let at = Loc::Reg(r);
+        let sliced = |op: &Op| match op {
+            Op::Indexed(ix) => {
+                matches!(ix.kind, IndexKind::DynamicSlice(_))
+                    && ix.out != r
+                    && ix.args.iter().position(|&a| a == r) == Some(0)
+                    && ix.args.iter().filter(|&&a| a == r).count() == 1
+            }
+            _ => false,
+        };
+        let ops = lc.cond.ops.iter().chain(&lc.body.ops);
+        let only_sliced = ops
+            .map(|op| (touches(op, at), op))
+            .all(|((reads, writes), op)| !writes && (!reads || sliced(op)));
+        let moved = lc
+            .writeback
+            .iter()
+            .any(|&m| move_touches(m, at) != (false, false));
+        if locs.get(i) == Some(&at)
+            && lc.pred != at
+            && lc.state.iter().filter(|&&s| s == r).count() == 1
+            && only_sliced
+            && !moved
+        {
+            lent[i] = Some(next);
+            for op in lc.cond.ops.iter_mut().chain(&mut lc.body.ops) {
+                if let Op::Indexed(ix) = op
+                    && ix.args.first() == Some(&r)
+                {
+                    ix.borrowed = Some(next);
+                }
+            }
+            next += 1;
+        }
+    }
+    lent
+}
+
+/// Moves `dynamic-slice`s and `dynamic-update-slice`s of one run of
+/// elements into the element-wise arithmetic that alone reads or makes
+/// their blocks, as the block of a larger array it reads or writes in
+/// place (`x[i] * 2` stored into `out[i]`, a loop over rows): no copy
+/// into a register or out of one, and one operation where there were
+/// three. A slice moves when nothing between it and the arithmetic writes
+/// its array or its starts; an update when nothing between touches its
+/// array or writes its starts. Only the loop's own condition and body
+/// change; returns how many operations became windowed.
+fn window_ops(lc: &mut LoopCode, lens: &[usize]) -> usize {
+    let LoopCode {
+        cond,
+        body,
+        writeback,
+        state,
+        pred,
+        ..
+    } = lc;
+    let mut made = window_code(body, (&*cond, writeback, state, *pred), lens);
+    made += window_code(cond, (&*body, writeback, state, *pred), lens);
+    made
+}
+
+/// [`window_ops`] on one of a loop's computations; `rest` is the rest of
+/// the loop (the other computation, the moves, the state and the
+/// predicate), where a register this one keeps to itself never appears.
+fn window_code(code: &mut Code, rest: (&Code, &[Move], &[Reg], Loc), lens: &[usize]) -> usize {
+    let (other, moves, state, pred) = rest;
+    let elsewhere = |r: Reg| {
+        let at = Loc::Reg(r);
+        state.contains(&r)
+            || pred == at
+            || moves.iter().any(|&m| move_touches(m, at) != (false, false))
+            || other.ops.iter().any(|op| touches(op, at) != (false, false))
+    };
+    let ops = &code.ops;
+    let writers =
+        |at: Loc| -> Vec<usize> { (0..ops.len()).filter(|&k| touches(&ops[k], at).1).collect() };
+    let readers =
+        |at: Loc| -> Vec<usize> { (0..ops.len()).filter(|&k| touches(&ops[k], at).0).collect() };
+    // Whether an operation strictly between `from` and `to` writes a slot.
+    let slots_kept = |slots: &[(Bank, IndexBits)], from: usize, to: usize| {
+        slots
+            .iter()
+            .all(|&(b, _)| writers(Loc::Bank(b)).iter().all(|&k| k <= from || k >= to))
+    };
+    let mut gone = vec![false; ops.len()];
+    let mut made = Vec::new();
+    for j in 0..ops.len() {
+        let Op::Binary { f, a, b, out } = ops[j] else {
+            continue;
+        };
+        let (Some(window), n) = (f.window, lens[out]) else {
+            continue;
+        };
+        if a == b || lens[a] != n || lens[b] != n {
+            continue;
+        }
+        // A slice read where it lies.
+        let read = |x: Reg| -> Option<(Place, usize)> {
+            let [i] = writers(Loc::Reg(x))[..] else {
+                return None;
+            };
+            let Op::Indexed(ix) = &ops[i] else {
+                return None;
+            };
+            let (IndexKind::DynamicSlice(block), Some(slots)) = (&ix.kind, &ix.banked_starts)
+            else {
+                return None;
+            };
+            let array = *ix.args.first()?;
+            let array_kept =
+                ix.borrowed.is_some() || writers(Loc::Reg(array)).iter().all(|&k| k <= i || k >= j);
+            (i < j
+                && ix.out == x
+                && block.run == Some(n)
+                && ix.loads.is_empty()
+                && ix.store.is_none()
+                && readers(Loc::Reg(x)) == [j]
+                && !elsewhere(x)
+                && array_kept
+                && slots_kept(slots, i, j))
+            .then(|| {
+                let place = Place::Block {
+                    array,
+                    borrowed: ix.borrowed,
+                    block: block.clone(),
+                    slots: slots.clone(),
+                };
+                (place, i)
+            })
+        };
+        let (pa, ia) = read(a).map_or((Place::Reg(a), None), |(p, i)| (p, Some(i)));
+        let (pb, ib) = read(b).map_or((Place::Reg(b), None), |(p, i)| (p, Some(i)));
+        // An update written where it goes.
+        let write = || -> Option<(Place, usize)> {
+            let [k] = readers(Loc::Reg(out))[..] else {
+                return None;
+            };
+            let Op::Indexed(ix) = &ops[k] else {
+                return None;
+            };
+            let (IndexKind::DynamicUpdateSlice(block), Some(slots)) = (&ix.kind, &ix.banked_starts)
+            else {
+                return None;
+            };
+            let array = ix.out;
+            let apart = |p: &Place| p.reg() != Some(array);
+            let untouched = (j + 1..k).all(|m| touches(&ops[m], Loc::Reg(array)) == (false, false));
+            (j < k
+                && ix.in_place()
+                && ix.args.get(1) == Some(&out)
+                && ix.args.iter().filter(|&&r| r == out).count() == 1
+                && block.run == Some(n)
+                && ix.loads.is_empty()
+                && ix.store.is_none()
+                && ix.borrowed.is_none()
+                && writers(Loc::Reg(out)) == [j]
+                && !elsewhere(out)
+                && apart(&pa)
+                && apart(&pb)
+                && untouched
+                && slots_kept(slots, j, k))
+            .then(|| {
+                let place = Place::Block {
+                    array,
+                    borrowed: None,
+                    block: block.clone(),
+                    slots: slots.clone(),
+                };
+                (place, k)
+            })
+        };
+        let (po, io) = write().map_or((Place::Reg(out), None), |(p, k)| (p, Some(k)));
+        let moved: Vec<usize> = [ia, ib, io].into_iter().flatten().collect();
+        if moved.is_empty() {
+            continue;
+        }
+        moved.iter().for_each(|&m| gone[m] = true);
+        let op = WindowOp {
+            f: window,
+            a: pa,
+            b: pb,
+            out: po,
+            n,
+        };
+        made.push((j, op));
+    }
+    let count = made.len();
+    for (j, op) in made {
+        code.ops[j] = Op::Window(Box::new(op));
+    }
+    let mut keep = gone.iter().map(|&g| !g);
+    code.ops.retain(|_| keep.next().unwrap_or(true));
+    let mut keep = gone.iter().map(|&g| !g);
+    code.origins.retain(|_| keep.next().unwrap_or(true));
+    count
 }
 
 /// Rules out registers that meet a register ruled out, or an operation
@@ -537,6 +920,11 @@ fn exclude_code(code: &Code, ok: &mut [bool]) {
                 ok[*x] = false;
                 ok[*out] = false;
             }
+            Op::Window(w) => {
+                for r in [&w.a, &w.b, &w.out].into_iter().filter_map(Place::reg) {
+                    ok[r] = false;
+                }
+            }
             Op::While(w) => {
                 exclude_moves(&w.0, ok);
                 exclude_loop(&w.1, ok);
@@ -555,14 +943,14 @@ fn exclude_code(code: &Code, ok: &mut [bool]) {
 }
 
 /// Rewrites a loop's operations and moves on banked registers to use the bank.
-fn bank_loop(lc: &mut LoopCode, slots: &[Option<Bank>]) {
+fn bank_loop(lc: &mut LoopCode, slots: &[Option<Bank>], regs: &[ArrayData]) {
     if let Loc::Reg(r) = lc.pred
         && let Some(s) = slots[r]
     {
         lc.pred = Loc::Bank(s);
     }
-    bank_code(&mut lc.cond, slots);
-    bank_code(&mut lc.body, slots);
+    bank_code(&mut lc.cond, slots, regs);
+    bank_code(&mut lc.body, slots, regs);
     bank_moves(&mut lc.writeback, slots);
     write_state_directly(lc);
 }
@@ -607,10 +995,21 @@ fn touches(op: &Op, at: Loc) -> (bool, bool) {
         Op::Select { p, a, b, out } => regs(&[*p, *a, *b], *out),
         Op::Function { args, out, .. } => regs(args, *out),
         Op::Gather { src, out, .. } => regs(&[*src], *out),
+        Op::Window(w) => {
+            // A block result is read around the write.
+            let block_out = matches!(w.out, Place::Block { .. }) && w.out.touches(at);
+            (
+                w.a.touches(at) || w.b.touches(at) || block_out,
+                matches!(at, Loc::Reg(_)) && w.out.touches(at),
+            )
+        }
         Op::Indexed(ix) => {
             let (reads, writes) = regs(&ix.args, ix.out);
+            let starts = ix.banked_starts.as_deref().unwrap_or(&[]);
             (
-                reads || ix.loads.iter().any(|&(b, _)| Loc::Bank(b) == at),
+                reads
+                    || ix.loads.iter().any(|&(b, _)| Loc::Bank(b) == at)
+                    || starts.iter().any(|&(b, _)| Loc::Bank(b) == at),
                 writes || ix.store.map(Loc::Bank) == Some(at),
             )
         }
@@ -634,7 +1033,18 @@ fn touches(op: &Op, at: Loc) -> (bool, bool) {
 fn retargeted(op: &Op, s: Loc) -> Option<Op> {
     let reads_s = touches(op, s).0;
     Some(match (op, s) {
-        (&Op::Scalar { f, a, b, .. }, Loc::Bank(out)) => Op::Scalar { f, a, b, out },
+        (
+            &Op::Scalar {
+                f, inline, a, b, ..
+            },
+            Loc::Bank(out),
+        ) => Op::Scalar {
+            f,
+            inline,
+            a,
+            b,
+            out,
+        },
         (&Op::ScalarSelect { p, a, b, .. }, Loc::Bank(out)) => Op::ScalarSelect { p, a, b, out },
         (&Op::Binary { f, a, b, .. }, Loc::Reg(out)) if !reads_s => Op::Binary { f, a, b, out },
         (&Op::Binary { f, a, b, .. }, Loc::Reg(out)) => {
@@ -738,13 +1148,14 @@ fn bank_moves(moves: &mut [Move], slots: &[Option<Bank>]) {
     }
 }
 
-fn bank_code(code: &mut Code, slots: &[Option<Bank>]) {
+fn bank_code(code: &mut Code, slots: &[Option<Bank>], regs: &[ArrayData]) {
     for op in &mut code.ops {
         match op {
             Op::Binary { f, a, b, out } => {
                 if let (Some(a), Some(b), Some(out)) = (slots[*a], slots[*b], slots[*out]) {
                     *op = Op::Scalar {
                         f: f.scalar,
+                        inline: f.inline,
                         a,
                         b,
                         out,
@@ -759,8 +1170,28 @@ fn bank_code(code: &mut Code, slots: &[Option<Bank>]) {
                 }
             }
             Op::Indexed(ix) => {
-                ix.loads = ix
-                    .args
+                // The operands before the start indices.
+                let arrays = match &ix.kind {
+                    IndexKind::DynamicSlice(b) => Some((1, b)),
+                    IndexKind::DynamicUpdateSlice(b) => Some((2, b)),
+                    IndexKind::Scatter(_) => None,
+                };
+                ix.banked_starts = arrays.and_then(|(n, b)| {
+                    let starts = ix.args.get(n..)?;
+                    (starts.len() == b.dims.len())
+                        .then(|| {
+                            starts
+                                .iter()
+                                .map(|&r| Some((slots[r]?, IndexBits::of(regs[r].element_type())?)))
+                                .collect::<Option<Vec<_>>>()
+                        })
+                        .flatten()
+                });
+                let loaded = match (&ix.banked_starts, arrays) {
+                    (Some(_), Some((n, _))) => n,
+                    _ => ix.args.len(),
+                };
+                ix.loads = ix.args[..loaded]
                     .iter()
                     .filter_map(|&r| Some((slots[r]?, r)))
                     .collect();
@@ -768,7 +1199,7 @@ fn bank_code(code: &mut Code, slots: &[Option<Bank>]) {
             }
             Op::While(w) => {
                 bank_moves(&mut w.0, slots);
-                bank_loop(&mut w.1, slots);
+                bank_loop(&mut w.1, slots, regs);
             }
             Op::Conditional(c) => {
                 if let Loc::Reg(r) = c.selector
@@ -777,7 +1208,7 @@ fn bank_code(code: &mut Code, slots: &[Option<Bank>]) {
                     c.selector = Loc::Bank(s);
                 }
                 for (branch, moves) in &mut c.branches {
-                    bank_code(branch, slots);
+                    bank_code(branch, slots, regs);
                     bank_moves(moves, slots);
                 }
             }
@@ -829,7 +1260,7 @@ fn takeable(
     stepped: usize,
     temp: Option<usize>,
 ) -> Option<(ScalarFn, Bank, Bank)> {
-    let Op::Scalar { f, a, b, out } = lc.body.ops[stepped] else {
+    let Op::Scalar { f, a, b, out, .. } = lc.body.ops[stepped] else {
         return None;
     };
     let read_elsewhere = |at: Bank| {
@@ -1312,6 +1743,8 @@ impl Compiler {
                     out,
                     loads: Vec::new(),
                     store: None,
+                    banked_starts: None,
+                    borrowed: None,
                 })));
                 Some(out)
             }
@@ -1426,12 +1859,23 @@ impl SmallLoop {
     /// How the loop counts its iterations, for program listings: empty,
     /// or that the trip count is known on entry and whether the counter is
     /// then stepped once at the end.
-    pub(crate) fn counting(&self) -> &'static str {
-        match self.code.counted {
+    /// How the loop runs, for the plan: whether it is counted, and the
+    /// arrays it borrows and the operations it windows.
+    pub(crate) fn summary(&self) -> String {
+        let mut s = match self.code.counted {
             None => "",
             Some(Counted { taken: None, .. }) => ", counted",
             Some(Counted { taken: Some(_), .. }) => ", counted, counter set at the end",
         }
+        .to_string();
+        let lent = self.lent.iter().flatten().count();
+        if lent > 0 {
+            s += &format!(", {lent} borrowed");
+        }
+        if self.windowed > 0 {
+            s += &format!(", {} windowed", self.windowed);
+        }
+        s
     }
 
     pub(crate) fn run<'a>(
@@ -1474,10 +1918,16 @@ impl SmallLoop {
                 self.state.len()
             )));
         }
+        // Borrowed parts stay where they are, in `kept`.
+        let mut kept: Vec<Value<'a>> = Vec::new();
         for (i, (mut leaf, shape)) in leaves.into_iter().zip(&self.state).enumerate() {
             let fits = leaf.array().is_some_and(|a| {
                 a.dims() == shape.dims() && a.element_type() == shape.element_type()
             });
+            if fits && self.lent[i].is_some() {
+                kept.push(leaf);
+                continue;
+            }
             let loaded = fits
                 && match self.state_locs[i] {
                     // An array no one else holds becomes the register: a
@@ -1512,8 +1962,19 @@ impl SmallLoop {
                 )));
             }
         }
-        let mut scratch = Scratch::default();
-        run_loop(&self.code, frame, &mut scratch, limit)?;
+        let lent: Vec<&ArrayData> = kept
+            .iter()
+            .filter_map(|v| v.array().map(|a| a.data()))
+            .collect();
+        let mut cx = Context {
+            limit,
+            lent: &lent,
+            elementwise: ElementwiseScratch::default(),
+            starts: Vec::new(),
+        };
+        run_loop(&self.code, frame, &mut cx)?;
+        drop(lent);
+        let mut kept = kept.into_iter();
         let out: Vec<Value<'a>> = self
             .state
             .iter()
@@ -1521,6 +1982,12 @@ impl SmallLoop {
             .zip(&self.state_locs)
             .enumerate()
             .map(|(j, ((shape, &r), loc))| {
+                if self.lent[j].is_some() {
+                    // Unchanged: what came in goes out.
+                    return kept
+                        .next()
+                        .ok_or_else(|| LoopError::State("a borrowed part missing".into()));
+                }
                 // The final state leaves by move, unless a later part reads
                 // the same register or the register stands for a banked
                 // scalar (loading refills only the bank, and the loop's
@@ -1577,21 +2044,16 @@ fn moved_type() -> LoopError {
     LoopError::State("a result changed type".into())
 }
 
-fn run_loop(
-    code: &LoopCode,
-    frame: &mut Frame,
-    scratch: &mut Scratch,
-    limit: Option<u64>,
-) -> Result<(), LoopError> {
+fn run_loop(code: &LoopCode, frame: &mut Frame, cx: &mut Context<'_>) -> Result<(), LoopError> {
     if let Some(c) = code.counted
         && let Some(trips) = c.trips(&frame.bank)
-        && limit.is_none_or(|l| trips <= l)
+        && cx.limit.is_none_or(|l| trips <= l)
     {
         // The condition would only count: run the body that many times.
         // (Its one result, the predicate, is read by nothing else.)
         let last = c.after(&frame.bank, trips);
         for _ in 0..trips {
-            run_code(&code.body, frame, scratch, limit)?;
+            run_code(&code.body, frame, cx)?;
             run_moves(frame, &code.writeback)?;
         }
         if c.taken.is_some() {
@@ -1602,11 +2064,11 @@ fn run_loop(
     let taken = code.counted.and_then(|c| Some((c.taken?, c.counter)));
     let mut iterations = 0u64;
     loop {
-        run_code(&code.cond, frame, scratch, limit)?;
+        run_code(&code.cond, frame, cx)?;
         if read_loc(frame, code.pred) != Some(1) {
             return Ok(());
         }
-        if let Some(l) = limit
+        if let Some(l) = cx.limit
             && iterations >= l
         {
             return Err(LoopError::Limit {
@@ -1616,7 +2078,7 @@ fn run_loop(
             });
         }
         iterations += 1;
-        run_code(&code.body, frame, scratch, limit)?;
+        run_code(&code.body, frame, cx)?;
         if let Some(((f, a, b), counter)) = taken {
             let bank = &mut frame.bank;
             bank[counter] = f(bank[a], bank[b]);
@@ -1626,17 +2088,22 @@ fn run_loop(
 }
 
 #[inline(always)]
-fn run_code(
-    code: &Code,
-    frame: &mut Frame,
-    scratch: &mut Scratch,
-    limit: Option<u64>,
-) -> Result<(), LoopError> {
+fn run_code(code: &Code, frame: &mut Frame, cx: &mut Context<'_>) -> Result<(), LoopError> {
     for (k, op) in code.ops.iter().enumerate() {
         let done = match *op {
-            Op::Scalar { f, a, b, out } => {
+            Op::Scalar {
+                f,
+                inline,
+                a,
+                b,
+                out,
+            } => {
                 let bank = &mut frame.bank;
-                bank[out] = f(bank[a], bank[b]);
+                let (x, y) = (bank[a], bank[b]);
+                bank[out] = match inline {
+                    Some(op) => op.apply(x, y),
+                    None => f(x, y),
+                };
                 true
             }
             Op::ScalarSelect { p, a, b, out } => {
@@ -1655,13 +2122,29 @@ fn run_code(
                 Some((lo, o, hi)) => beside(lo, hi, x).is_some_and(|x| f(o, x)),
                 None => false,
             },
+            Op::Window(ref w) => windowed(w, frame, cx.lent).is_some_and(|done| done),
             _ => false,
         };
         if !done {
-            run_other(code, k, frame, scratch, limit)?;
+            run_other(code, k, frame, cx)?;
         }
     }
     Ok(())
+}
+
+/// Runs a windowed operation; `None` if a register is missing.
+#[inline(always)]
+fn windowed(w: &WindowOp, frame: &mut Frame, lent: &[&ArrayData]) -> Option<bool> {
+    let bank = &frame.bank;
+    let (ao, bo, oo) = (w.a.offset(bank)?, w.b.offset(bank)?, w.out.offset(bank)?);
+    let (lo, o, hi) = around(&mut frame.regs, w.out.reg()?)?;
+    let get = |p: &Place| match *p {
+        Place::Block {
+            borrowed: Some(k), ..
+        } => lent.get(k).copied(),
+        _ => beside(lo, hi, p.reg()?),
+    };
+    Some((w.f)(get(&w.a)?, ao, get(&w.b)?, bo, o, oo, w.n))
 }
 
 /// Register `out`, and the registers before and after it.
@@ -1690,15 +2173,14 @@ fn run_other(
     code: &Code,
     k: usize,
     frame: &mut Frame,
-    scratch: &mut Scratch,
-    limit: Option<u64>,
+    cx: &mut Context<'_>,
 ) -> Result<(), LoopError> {
     let op = &code.ops[k];
     let result = match op {
         Op::While(w) => {
             let (init, lc) = &**w;
             run_moves(frame, init)?;
-            return run_loop(lc, frame, scratch, limit);
+            return run_loop(lc, frame, cx);
         }
         Op::Conditional(c) => {
             let n = c.branches.len();
@@ -1711,15 +2193,15 @@ fn run_other(
             };
             match c.branches.get(branch) {
                 Some((branch, moves)) => {
-                    run_code(branch, frame, scratch, limit)?;
+                    run_code(branch, frame, cx)?;
                     return run_moves(frame, moves);
                 }
                 None => Err("the branch selector must be a pred or s32 scalar".to_string()),
             }
         }
-        Op::Indexed(ix) => indexed(ix, frame, &mut scratch.starts),
+        Op::Indexed(ix) => indexed(ix, frame, cx.lent, &mut cx.starts),
         _ => match op.out().and_then(|out| around(&mut frame.regs, out)) {
-            Some((lo, o, hi)) => apply(op, (lo, hi), o, &mut scratch.elementwise),
+            Some((lo, o, hi)) => apply(op, (lo, hi), o, &mut cx.elementwise),
             None => Ok(false),
         },
     };
@@ -1737,8 +2219,14 @@ fn run_other(
 }
 
 /// Runs an indexing operation, with its banked operands and result moved
-/// through their registers.
-fn indexed(ix: &Indexed, frame: &mut Frame, starts: &mut Vec<usize>) -> Result<bool, String> {
+/// through their registers, and its array operand borrowed from the
+/// caller's (`lent`) if the loop borrowed it.
+fn indexed(
+    ix: &Indexed,
+    frame: &mut Frame,
+    lent: &[&ArrayData],
+    starts: &mut Vec<usize>,
+) -> Result<bool, String> {
     for &(b, r) in &ix.loads {
         if !typed::set_bits(&mut frame.regs[r], frame.bank[b]) {
             return Ok(false);
@@ -1755,17 +2243,39 @@ fn indexed(ix: &Indexed, frame: &mut Frame, starts: &mut Vec<usize>) -> Result<b
     for (slot, &a) in args.iter_mut().zip(&ix.args).skip(first) {
         *slot = get(a)?;
     }
-    let done = match &ix.kind {
-        IndexKind::DynamicSlice(b) => {
+    if let Some(k) = ix.borrowed {
+        args[0] = lent.get(k).ok_or("a borrowed array missing")?;
+    }
+    let done = match (&ix.kind, &ix.banked_starts) {
+        (IndexKind::DynamicSlice(b), Some(slots)) => {
+            let mut at = [0; MAX_RANK];
+            match (b.place(slots, &frame.bank, &mut at), b.run) {
+                (Some(offset), Some(n)) => copy_span(o, 0, args[0], offset, n),
+                (Some(_), None) => slice_into(args[0], &b.strides, &b.sizes, &at[..slots.len()], o),
+                (None, _) => false,
+            }
+        }
+        (IndexKind::DynamicUpdateSlice(b), Some(slots)) => {
+            let mut at = [0; MAX_RANK];
+            (in_place || copy_into(o, args[0]))
+                && match (b.place(slots, &frame.bank, &mut at), b.run) {
+                    (Some(offset), Some(n)) => copy_span(o, offset, args[1], 0, n),
+                    (Some(_), None) => {
+                        update_into(o, &b.strides, args[1], &b.sizes, &at[..slots.len()])
+                    }
+                    (None, _) => false,
+                }
+        }
+        (IndexKind::DynamicSlice(b), None) => {
             starts_of(ix.args.get(1..).unwrap_or(&[]), lo, hi, b, starts)?;
             slice_into(args[0], &b.strides, &b.sizes, starts, o)
         }
-        IndexKind::DynamicUpdateSlice(b) => {
+        (IndexKind::DynamicUpdateSlice(b), None) => {
             starts_of(ix.args.get(2..).unwrap_or(&[]), lo, hi, b, starts)?;
             (in_place || copy_into(o, args[0]))
                 && update_into(o, &b.strides, args[1], &b.sizes, starts)
         }
-        IndexKind::Scatter(k) => {
+        (IndexKind::Scatter(k), _) => {
             (in_place || copy_into(o, args[0])) && {
                 k.scatter_into(o, args[1], args[2])?;
                 true

@@ -1242,3 +1242,161 @@ fn large_states_read_after_their_update_take_the_general_path() {
     }
     assert_eq!(got.to_vec::<f32>().unwrap(), b);
 }
+
+/// The body of a rows loop (`ROWS_LOOP`'s state) with `lines` in place of
+/// its slice, arithmetic and update.
+fn rows_variant(lines: &str, result: &str) -> String {
+    ROWS_LOOP
+        .replace(
+            "  x = f32[1,64] dynamic-slice(xs, i, z), dynamic_slice_sizes={1,64}
+  two = f32[] constant(2)
+  t = f32[1,64] broadcast(two), dimensions={}
+  y = f32[1,64] multiply(x, t)
+  u = f32[1000,64] dynamic-update-slice(ys, y, i, z)
+",
+            lines,
+        )
+        .replace(
+            "ROOT o = (s32[], f32[1000,64], f32[1000,64]) tuple(j, xs, u)",
+            result,
+        )
+}
+
+#[test]
+fn blocks_are_read_and_written_in_place_by_the_arithmetic_between() {
+    let xs = rows_input();
+    let x = xs.to_vec::<f32>().unwrap();
+    // `ys[i] = xs[i] * 2`: the caller's `xs` is borrowed, not copied in,
+    // and the slice, the multiply and the update become one operation.
+    let (_, exe) = compile(ROWS_LOOP);
+    assert!(
+        exe.describe().contains("1 borrowed, 1 windowed)"),
+        "{}",
+        exe.describe()
+    );
+    let got = check(ROWS_LOOP, std::slice::from_ref(&xs));
+    let want: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
+    assert_eq!(got.to_vec::<f32>().unwrap(), want);
+    // The borrowed array, returned as it came.
+    let whole = ROWS_LOOP.replace(
+        "ROOT r = f32[1000,64] get-tuple-element(w), index=2",
+        "ROOT r = (s32[], f32[1000,64], f32[1000,64]) copy(w)",
+    );
+    let got = check(&whole, std::slice::from_ref(&xs));
+    let parts = got.tuple_elements().unwrap();
+    assert_eq!(parts[1].to_vec::<f32>().unwrap(), x);
+    assert_eq!(parts[2].to_vec::<f32>().unwrap(), want);
+    assert_eq!(xs.to_vec::<f32>().unwrap(), x, "the argument changed");
+
+    // The updated array's row i - 1, read between the multiply and the
+    // update: the update stays where it was, both slices move into the
+    // arithmetic that reads them.
+    let text = rows_variant(
+        "  x = f32[1,64] dynamic-slice(xs, i, z), dynamic_slice_sizes={1,64}
+  two = f32[] constant(2)
+  t = f32[1,64] broadcast(two), dimensions={}
+  y = f32[1,64] multiply(x, t)
+  m = s32[] constant(1)
+  k = s32[] subtract(i, m)
+  old = f32[1,64] dynamic-slice(ys, k, z), dynamic_slice_sizes={1,64}
+  y2 = f32[1,64] add(y, old)
+  u = f32[1000,64] dynamic-update-slice(ys, y2, i, z)
+",
+        "ROOT o = (s32[], f32[1000,64], f32[1000,64]) tuple(j, xs, u)",
+    );
+    let (_, exe) = compile(&text);
+    assert!(
+        exe.describe().contains("1 borrowed, 2 windowed)"),
+        "{}",
+        exe.describe()
+    );
+    let got = check(&text, std::slice::from_ref(&xs))
+        .to_vec::<f32>()
+        .unwrap();
+    // Row i is 2 x[i] + row i - 1 (row 0: 2 x[0] + row 0 of the zeros).
+    let mut want = vec![0f32; 64_000];
+    for i in 0..1000 {
+        for c in 0..64 {
+            let prev = want[i.max(1) * 64 - 64 + c] * f32::from(u8::from(i > 0));
+            want[i * 64 + c] = 2.0 * x[i * 64 + c] + prev;
+        }
+    }
+    assert_eq!(got, want);
+
+    // A slice of the array the arithmetic's result updates: the slice
+    // moves in, the update does not (rows double down the array).
+    let text = rows_variant(
+        "  m = s32[] constant(1)
+  k = s32[] subtract(i, m)
+  x = f32[1,64] dynamic-slice(ys, k, z), dynamic_slice_sizes={1,64}
+  two = f32[] constant(2)
+  t = f32[1,64] broadcast(two), dimensions={}
+  y = f32[1,64] multiply(x, t)
+  u = f32[1000,64] dynamic-update-slice(ys, y, i, z)
+",
+        "ROOT o = (s32[], f32[1000,64], f32[1000,64]) tuple(j, xs, u)",
+    )
+    .replace(
+        "ys = f32[1000,64] broadcast(zero), dimensions={}",
+        "ys = f32[1000,64] copy(xs)",
+    )
+    .replace("n = s32[] constant(1000)", "n = s32[] constant(20)");
+    let (_, exe) = compile(&text);
+    assert!(
+        exe.describe().contains(", 1 windowed)"),
+        "{}",
+        exe.describe()
+    );
+    let got = check(&text, std::slice::from_ref(&xs))
+        .to_vec::<f32>()
+        .unwrap();
+    let mut want = x.clone();
+    for i in 0..20 {
+        for c in 0..64 {
+            want[i * 64 + c] = 2.0 * want[i.max(1) * 64 - 64 + c];
+        }
+    }
+    assert_eq!(got, want);
+
+    // What stays as it was: a slice read twice, and a column (not one run
+    // of elements) at s64 and u32 starts that clamp.
+    let twice = rows_variant(
+        "  x = f32[1,64] dynamic-slice(xs, i, z), dynamic_slice_sizes={1,64}
+  y = f32[1,64] multiply(x, x)
+  u = f32[1000,64] dynamic-update-slice(ys, y, i, z)
+",
+        "ROOT o = (s32[], f32[1000,64], f32[1000,64]) tuple(j, xs, u)",
+    );
+    let column = rows_variant(
+        "  w = s64[] convert(i)
+  zl = s64[] constant(-5)
+  col = f32[1000,1] dynamic-slice(xs, zl, w), dynamic_slice_sizes={1000,1}
+  col2 = f32[1000,1] add(col, col)
+  c = u32[] convert(i)
+  zu = u32[] constant(0)
+  u = f32[1000,64] dynamic-update-slice(ys, col2, zu, c)
+",
+        "ROOT o = (s32[], f32[1000,64], f32[1000,64]) tuple(j, xs, u)",
+    )
+    .replace("n = s32[] constant(1000)", "n = s32[] constant(70)");
+    for text in [&twice, &column] {
+        let (_, exe) = compile(text);
+        assert!(!exe.describe().contains("windowed"), "{}", exe.describe());
+    }
+    let got = check(&twice, std::slice::from_ref(&xs))
+        .to_vec::<f32>()
+        .unwrap();
+    let want: Vec<f32> = x.iter().map(|v| v * v).collect();
+    assert_eq!(got, want);
+    let got = check(&column, std::slice::from_ref(&xs))
+        .to_vec::<f32>()
+        .unwrap();
+    let mut want = vec![0f32; 64_000];
+    for i in 0..70 {
+        let col = i.min(63);
+        for r in 0..1000 {
+            want[r * 64 + col] = x[r * 64 + col] + x[r * 64 + col];
+        }
+    }
+    assert_eq!(got, want);
+}

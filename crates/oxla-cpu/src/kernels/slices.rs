@@ -195,6 +195,29 @@ pub(crate) fn update_into(
     with_array_data!(dst, d => go(d, update, strides, sizes, start))
 }
 
+/// Copies `n` elements of `src` from element `from` into `dst` at element
+/// `at`; false if the types differ or either range runs past its array.
+pub(crate) fn copy_span(
+    dst: &mut ArrayData,
+    at: usize,
+    src: &ArrayData,
+    from: usize,
+    n: usize,
+) -> bool {
+    fn go<T: NativeType>(d: &mut [T], at: usize, src: &ArrayData, from: usize, n: usize) -> bool {
+        let s = T::slice(src).and_then(|s| s.get(from..from.checked_add(n)?));
+        let d = at.checked_add(n).and_then(|end| d.get_mut(at..end));
+        match (d, s) {
+            (Some(d), Some(s)) => {
+                d.copy_from_slice(s);
+                true
+            }
+            _ => false,
+        }
+    }
+    with_array_data!(dst, d => go(d, at, src, from, n))
+}
+
 /// Whether a block of `sizes` at `start` ends inside an array of `len`
 /// elements with row-major `strides` (so its rows can be indexed freely).
 fn block_fits(len: usize, strides: &[usize], sizes: &[usize], start: &[usize]) -> bool {

@@ -553,6 +553,110 @@ pub(crate) struct Typed {
     pub update: Option<[UpdateFn; 2]>,
     /// With one operand a scalar (as raw bits): `[a op s, s op a]`.
     pub splat: Option<[SplatFn; 2]>,
+    /// Over runs of elements inside larger arrays (arithmetic only).
+    pub window: Option<WindowFn>,
+    /// `scalar`, when it is one of the operations a loop runs inline.
+    pub inline: Option<InlineOp>,
+}
+
+/// The scalar operations of loop counters and indices, which a loop runs
+/// inline instead of calling `Typed::scalar`: wrapping addition,
+/// subtraction and multiplication of 32- and 64-bit integers (the same
+/// bits signed or not) and comparisons of signed ones (`DIR` as in
+/// [`holds`]). Operands and results are scalar register bits (see
+/// [`Lanes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InlineOp {
+    Add32,
+    Sub32,
+    Mul32,
+    Add64,
+    Sub64,
+    Mul64,
+    Compare32(u8),
+    Compare64(u8),
+}
+
+impl InlineOp {
+    fn of_arith(op: Arith, ty: PrimitiveType) -> Option<InlineOp> {
+        use PrimitiveType as P;
+        let wide = match ty {
+            P::S32 | P::U32 => false,
+            P::S64 | P::U64 => true,
+            _ => return None,
+        };
+        Some(match (op, wide) {
+            (Arith::Add, false) => InlineOp::Add32,
+            (Arith::Sub, false) => InlineOp::Sub32,
+            (Arith::Mul, false) => InlineOp::Mul32,
+            (Arith::Add, true) => InlineOp::Add64,
+            (Arith::Sub, true) => InlineOp::Sub64,
+            (Arith::Mul, true) => InlineOp::Mul64,
+            _ => return None,
+        })
+    }
+
+    fn of_compare(dir: u8, ty: PrimitiveType) -> Option<InlineOp> {
+        match ty {
+            PrimitiveType::S32 => Some(InlineOp::Compare32(dir)),
+            PrimitiveType::S64 => Some(InlineOp::Compare64(dir)),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn apply(self, a: u64, b: u64) -> u64 {
+        let (x, y) = (a as u32, b as u32);
+        match self {
+            InlineOp::Add32 => u64::from(x.wrapping_add(y)),
+            InlineOp::Sub32 => u64::from(x.wrapping_sub(y)),
+            InlineOp::Mul32 => u64::from(x.wrapping_mul(y)),
+            InlineOp::Add64 => a.wrapping_add(b),
+            InlineOp::Sub64 => a.wrapping_sub(b),
+            InlineOp::Mul64 => a.wrapping_mul(b),
+            InlineOp::Compare32(dir) => u64::from(compare(dir, x as i32, y as i32)),
+            InlineOp::Compare64(dir) => u64::from(compare(dir, a as i64, b as i64)),
+        }
+    }
+}
+
+#[inline(always)]
+fn compare<T: PartialOrd>(dir: u8, a: T, b: T) -> bool {
+    match dir {
+        0 => a == b,
+        1 => a != b,
+        2 => a < b,
+        3 => a <= b,
+        4 => a > b,
+        _ => a >= b,
+    }
+}
+
+/// An element-wise operation over `n` elements of each array, from the
+/// given element offsets: `o[oo..][..n] = a[ao..][..n] op b[bo..][..n]`;
+/// false if the types differ or a run passes its array's end.
+pub(crate) type WindowFn =
+    fn(&ArrayData, usize, &ArrayData, usize, &mut ArrayData, usize, usize) -> bool;
+
+fn arith_window<T: Lanes, const OP: u8>(
+    a: &ArrayData,
+    ao: usize,
+    b: &ArrayData,
+    bo: usize,
+    o: &mut ArrayData,
+    oo: usize,
+    n: usize,
+) -> bool {
+    fn run<T>(x: &[T], at: usize, n: usize) -> Option<&[T]> {
+        x.get(at..at.checked_add(n)?)
+    }
+    let a = T::slice(a).and_then(|a| run(a, ao, n));
+    let b = T::slice(b).and_then(|b| run(b, bo, n));
+    let o = T::slice_mut(o).and_then(|o| o.get_mut(oo..oo.checked_add(n)?));
+    match (a, b, o) {
+        (Some(a), Some(b), Some(o)) => zip(a, b, o, T::arith::<OP>),
+        _ => false,
+    }
 }
 
 /// An element-wise operation of an array and a scalar given as raw bits
@@ -723,6 +827,8 @@ fn arith_fn(op: Arith, ty: PrimitiveType) -> Option<Typed> {
             scalar: arith_scalar::<T, OP>,
             update: Some([update_typed::<T, OP, true>, update_typed::<T, OP, false>]),
             splat: Some([splat_typed::<T, OP, false>, splat_typed::<T, OP, true>]),
+            window: Some(arith_window::<T, OP>),
+            inline: None,
         }
     }
     fn pick<T: Lanes>(op: Arith) -> Typed {
@@ -742,24 +848,21 @@ fn arith_fn(op: Arith, ty: PrimitiveType) -> Option<Typed> {
             Arith::Rem => both::<T, REM>(),
         }
     }
-    Some(by_integer_type!(ty, pick(op), {
+    let typed = by_integer_type!(ty, pick(op), {
         PrimitiveType::F32 => pick::<f32>(op),
         PrimitiveType::F64 => pick::<f64>(op),
         PrimitiveType::Pred => pick::<bool>(op),
         _ => return None,
-    }))
+    });
+    Some(Typed {
+        inline: InlineOp::of_arith(op, ty),
+        ..typed
+    })
 }
 
 #[inline(always)]
 fn holds<const DIR: u8, T: PartialOrd>(a: &T, b: &T) -> bool {
-    match DIR {
-        0 => a == b,
-        1 => a != b,
-        2 => a < b,
-        3 => a <= b,
-        4 => a > b,
-        _ => a >= b,
-    }
+    compare(DIR, a, b)
 }
 
 fn compare_typed<T: Lanes, const DIR: u8>(a: &ArrayData, b: &ArrayData, o: &mut ArrayData) -> bool {
@@ -818,6 +921,8 @@ fn compare_fn(dir: ComparisonDirection, ty: PrimitiveType) -> Option<Typed> {
                 compare_splat_typed::<T, DIR, false>,
                 compare_splat_typed::<T, DIR, true>,
             ]),
+            window: None,
+            inline: None,
         }
     }
     fn pick<T: Lanes>(dir: ComparisonDirection) -> Typed {
@@ -830,12 +935,28 @@ fn compare_fn(dir: ComparisonDirection, ty: PrimitiveType) -> Option<Typed> {
             ComparisonDirection::Ge => both::<T, 5>(),
         }
     }
-    Some(by_integer_type!(ty, pick(dir), {
+    let typed = by_integer_type!(ty, pick(dir), {
         PrimitiveType::F32 => pick::<f32>(dir),
         PrimitiveType::F64 => pick::<f64>(dir),
         PrimitiveType::Pred => pick::<bool>(dir),
         _ => return None,
-    }))
+    });
+    Some(Typed {
+        inline: InlineOp::of_compare(direction_code(dir), ty),
+        ..typed
+    })
+}
+
+/// A comparison direction as the `DIR` of [`holds`].
+fn direction_code(dir: ComparisonDirection) -> u8 {
+    match dir {
+        ComparisonDirection::Eq => 0,
+        ComparisonDirection::Ne => 1,
+        ComparisonDirection::Lt => 2,
+        ComparisonDirection::Le => 3,
+        ComparisonDirection::Gt => 4,
+        ComparisonDirection::Ge => 5,
+    }
 }
 
 /// The typed function for `instr`, a binary arithmetic operation or a
