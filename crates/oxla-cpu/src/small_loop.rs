@@ -185,15 +185,21 @@ impl IndexBits {
         Some(IndexBits { width, signed })
     }
 
-    /// The index whose bits (zero-extended, see `typed::Lanes`) are `bits`.
+    /// The index whose bits (zero-extended, see `typed::Lanes`) are
+    /// `bits`, clamped into `[0, last]`.
     #[inline(always)]
-    fn value(self, bits: u64) -> i128 {
+    fn clamped(self, bits: u64, last: usize) -> usize {
         let up = bits << (64 - self.width);
-        if self.signed {
-            i128::from((up as i64) >> (64 - self.width))
+        let v = if self.signed {
+            let v = (up as i64) >> (64 - self.width);
+            if v < 0 {
+                return 0;
+            }
+            v as u64
         } else {
-            i128::from(up >> (64 - self.width))
-        }
+            up >> (64 - self.width)
+        };
+        usize::try_from(v).map_or(last, |v| v.min(last))
     }
 }
 
@@ -324,8 +330,11 @@ impl Block {
     ) -> Option<usize> {
         let mut offset = 0;
         for (d, &(slot, bits)) in slots.iter().enumerate() {
-            let last = *self.last.get(d)?;
-            let s = bits.value(*bank.get(slot)?).clamp(0, last as i128) as usize;
+            // (A dimension the block spans whole starts at 0.)
+            let s = match *self.last.get(d)? {
+                0 => 0,
+                last => bits.clamped(*bank.get(slot)?, last),
+            };
             *starts.get_mut(d)? = s;
             offset += s * self.strides.get(d)?;
         }
@@ -2030,6 +2039,7 @@ fn read_loc(frame: &Frame, loc: Loc) -> Option<i128> {
     }
 }
 
+#[inline]
 fn run_moves(frame: &mut Frame, moves: &[Move]) -> Result<(), LoopError> {
     for &m in moves {
         if !pass_on(frame, m) {

@@ -1107,20 +1107,51 @@ fn not_pred(x: &ArrayData, o: &mut ArrayData) -> bool {
 /// range, or are not finite): only then is `hypot` called.
 #[inline(always)]
 fn abs_c64_one(re: f32, im: f32) -> f32 {
-    let (a, b) = (f64::from(re), f64::from(im));
-    let r = (a * a + b * b).sqrt();
-    // The 29 bits rounding to f32 drops, and their pattern halfway.
-    let dropped = r.to_bits() & 0x1fff_ffff;
-    let near_half = dropped.abs_diff(0x1000_0000) <= 4;
-    if near_half || !(r >= f64::from(f32::MIN_POSITIVE) && r.is_finite()) {
-        a.hypot(b) as f32
-    } else {
-        r as f32
+    match abs_c64_sqrt(re, im) {
+        (r, false) => r,
+        (_, true) => f64::from(re).hypot(f64::from(im)) as f32,
     }
 }
 
+/// `sqrt(re^2 + im^2)` in f64, rounded to f32, and whether `hypot` must
+/// decide instead (see [`abs_c64_one`]); no branches, so a loop of it
+/// vectorises.
+#[inline(always)]
+fn abs_c64_sqrt(re: f32, im: f32) -> (f32, bool) {
+    let (a, b) = (f64::from(re), f64::from(im));
+    let r = (a * a + b * b).sqrt();
+    // The 29 bits rounding to f32 drops, within 4 of their pattern halfway.
+    let dropped = r.to_bits() & 0x1fff_ffff;
+    let near_half = dropped.wrapping_sub(0x1000_0000 - 4) <= 8;
+    let normal = (r >= f64::from(f32::MIN_POSITIVE)) & r.is_finite();
+    (r as f32, near_half | !normal)
+}
+
+/// [`abs_c64_one`] over an array: blocks of the vectorised square root,
+/// and `hypot` again for the rare block with an element that needs it.
 fn abs_c64(x: &ArrayData, o: &mut ArrayData) -> bool {
-    convert_with(x, o, |z: Complex32| abs_c64_one(z.re, z.im))
+    const BLOCK: usize = 64;
+    match (Complex32::slice(x), f32::slice_mut(o)) {
+        (Some(x), Some(o)) if x.len() == o.len() => {
+            vectorized(o.len(), move || {
+                for (o, x) in o.chunks_mut(BLOCK).zip(x.chunks(BLOCK)) {
+                    let mut hard = false;
+                    for (o, z) in o.iter_mut().zip(x) {
+                        let (r, h) = abs_c64_sqrt(z.re, z.im);
+                        *o = r;
+                        hard |= h;
+                    }
+                    if hard {
+                        for (o, z) in o.iter_mut().zip(x) {
+                            *o = abs_c64_one(z.re, z.im);
+                        }
+                    }
+                }
+            });
+            true
+        }
+        _ => false,
+    }
 }
 
 fn abs_c128(x: &ArrayData, o: &mut ArrayData) -> bool {
