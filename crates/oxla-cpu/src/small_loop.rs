@@ -798,13 +798,7 @@ fn window_code(code: &mut Code, rest: (&Code, &[Move], &[Reg], Loc), lens: &[usi
             let [i] = writers(Loc::Reg(x))[..] else {
                 return None;
             };
-            let Op::Indexed(ix) = &ops[i] else {
-                return None;
-            };
-            let (IndexKind::DynamicSlice(block), Some(slots)) = (&ix.kind, &ix.banked_starts)
-            else {
-                return None;
-            };
+            let (ix, block, slots) = banked_block(&ops[i], false)?;
             let array = *ix.args.first()?;
             let array_kept =
                 ix.borrowed.is_some() || writers(Loc::Reg(array)).iter().all(|&k| k <= i || k >= j);
@@ -822,7 +816,7 @@ fn window_code(code: &mut Code, rest: (&Code, &[Move], &[Reg], Loc), lens: &[usi
                     array,
                     borrowed: ix.borrowed,
                     block: block.clone(),
-                    slots: slots.clone(),
+                    slots: slots.to_vec(),
                 };
                 (place, i)
             })
@@ -834,13 +828,7 @@ fn window_code(code: &mut Code, rest: (&Code, &[Move], &[Reg], Loc), lens: &[usi
             let [k] = readers(Loc::Reg(out))[..] else {
                 return None;
             };
-            let Op::Indexed(ix) = &ops[k] else {
-                return None;
-            };
-            let (IndexKind::DynamicUpdateSlice(block), Some(slots)) = (&ix.kind, &ix.banked_starts)
-            else {
-                return None;
-            };
+            let (ix, block, slots) = banked_block(&ops[k], true)?;
             let array = ix.out;
             let apart = |p: &Place| p.reg() != Some(array);
             let untouched = (j + 1..k).all(|m| touches(&ops[m], Loc::Reg(array)) == (false, false));
@@ -863,7 +851,7 @@ fn window_code(code: &mut Code, rest: (&Code, &[Move], &[Reg], Loc), lens: &[usi
                     array,
                     borrowed: None,
                     block: block.clone(),
-                    slots: slots.clone(),
+                    slots: slots.to_vec(),
                 };
                 (place, k)
             })
@@ -892,6 +880,20 @@ fn window_code(code: &mut Code, rest: (&Code, &[Move], &[Reg], Loc), lens: &[usi
     let mut keep = gone.iter().map(|&g| !g);
     code.origins.retain(|_| keep.next().unwrap_or(true));
     count
+}
+
+/// `op`, when it is a `dynamic-slice` (or, `update`, a
+/// `dynamic-update-slice`) at banked starts: with its block and the
+/// starts' slots.
+fn banked_block(op: &Op, update: bool) -> Option<(&Indexed, &Block, &[(Bank, IndexBits)])> {
+    let Op::Indexed(ix) = op else {
+        return None;
+    };
+    let block = match (&ix.kind, update) {
+        (IndexKind::DynamicSlice(b), false) | (IndexKind::DynamicUpdateSlice(b), true) => b,
+        _ => return None,
+    };
+    Some((ix, block, ix.banked_starts.as_deref()?))
 }
 
 /// Rules out registers that meet a register ruled out, or an operation
