@@ -170,19 +170,10 @@ struct IndexBits {
 
 impl IndexBits {
     fn of(ty: PrimitiveType) -> Option<IndexBits> {
-        use PrimitiveType as P;
-        let (width, signed) = match ty {
-            P::S8 => (8, true),
-            P::S16 => (16, true),
-            P::S32 => (32, true),
-            P::S64 => (64, true),
-            P::U8 => (8, false),
-            P::U16 => (16, false),
-            P::U32 => (32, false),
-            P::U64 => (64, false),
-            _ => return None,
-        };
-        Some(IndexBits { width, signed })
+        ty.is_integral().then(|| IndexBits {
+            width: ty.bit_width() as u32,
+            signed: ty.is_signed_int(),
+        })
     }
 
     /// The index whose bits (zero-extended, see `typed::Lanes`) are
