@@ -836,6 +836,7 @@ fn tiled_nodes(
         Iota(crate::kernels::tiled::IotaFn, usize, usize),
         Binary(crate::kernels::typed::BinFn, usize, usize),
         BinarySplat(crate::kernels::typed::SplatFn, usize, usize),
+        Floor(crate::kernels::typed::FloorFn, usize, usize),
         Remainder(crate::kernels::typed::RemainderFn, usize, usize, usize),
         Rotate(crate::kernels::typed::RotateFn, usize, u32),
         RotateXor(crate::kernels::typed::RotateXorFn, usize, u32, usize),
@@ -868,6 +869,9 @@ fn tiled_nodes(
         }
         if let Some((f, x, k)) = rotation(comp, members, users, m) {
             return Some(Form::Rotate(f, x, k));
+        }
+        if let Some((f, x, d)) = floor_division(comp, m, dims) {
+            return Some(Form::Floor(f, x, d));
         }
         // An exclusive or with a rotation it alone reads: one pass.
         if let (Opcode::Xor, &[p, q]) = (instr.opcode, ops.as_slice()) {
@@ -915,7 +919,10 @@ fn tiled_nodes(
         match *f {
             Form::Splat(_) | Form::Iota(..) => vec![],
             Form::Binary(_, a, b) => vec![a, b],
-            Form::BinarySplat(_, a, _) | Form::Rotate(_, a, _) | Form::Convert(_, a) => vec![a],
+            Form::BinarySplat(_, a, _)
+            | Form::Floor(_, a, _)
+            | Form::Rotate(_, a, _)
+            | Form::Convert(_, a) => vec![a],
             Form::RotateXor(_, a, _, b) | Form::Remainder(_, a, b, _) => vec![a, b],
             Form::Select(p, a, b) => vec![p, a, b],
         }
@@ -965,6 +972,7 @@ fn tiled_nodes(
                 Form::Remainder(f, a, q, src) => {
                     Node::Remainder(f, at(a)?, at(q)?, input(src, &mut inputs))
                 }
+                Form::Floor(f, a, src) => Node::Floor(f, at(a)?, input(src, &mut inputs)),
                 Form::Rotate(f, a, k) => Node::Rotate(f, at(a)?, k),
                 Form::RotateXor(f, a, k, b) => Node::RotateXor(f, at(a)?, k, at(b)?),
                 Form::Select(p, a, b) => Node::Select(at(p)?, at(a)?, at(b)?),
@@ -977,6 +985,201 @@ fn tiled_nodes(
         results.push(*node_of.get(&root)?);
     }
     Some((nodes, adds, inputs, results))
+}
+
+/// The one integer of constant `i` of `comp` (a scalar, or an array of one
+/// element).
+fn constant_int(comp: &HloComputation, i: usize) -> Option<i128> {
+    let instr = comp.instructions().get(i)?;
+    if instr.opcode != Opcode::Constant {
+        return None;
+    }
+    let l = instr.attrs.literal.as_ref()?.as_array()?;
+    if l.element_count() != 1 {
+        return None;
+    }
+    match l.data().scalar(0) {
+        Scalar::Int(v) => Some(v),
+        Scalar::Pred(b) => Some(b as i128),
+        _ => None,
+    }
+}
+
+/// A tiled loop's splat `i` (over `dims`) of an integer constant: the
+/// constant's instruction and value.
+fn splat_constant(comp: &HloComputation, i: usize, dims: &[i64]) -> Option<(usize, i128)> {
+    let instr = comp.instructions().get(i)?;
+    if !tiled_splat(comp, instr, dims) {
+        return None;
+    }
+    let src = instr.operands.first()?.index();
+    Some((src, constant_int(comp, src)?))
+}
+
+/// Instruction `i` of `comp` where instruction `var` is `x`, if `i` is
+/// built of `var`, its sign, integer constants (and broadcasts of them),
+/// comparisons and predicate logic (predicates as 0 and 1); the constants
+/// met are added to `seen`. Such a value is piecewise constant in `x`, and
+/// changes only at -1, 0, 1 or next to a constant it compares with.
+fn value_at(
+    comp: &HloComputation,
+    i: usize,
+    var: usize,
+    x: i128,
+    depth: u32,
+    seen: &mut Vec<i128>,
+) -> Option<i128> {
+    if i == var {
+        return Some(x);
+    }
+    let depth = depth.checked_sub(1)?;
+    let instr = comp.instructions().get(i)?;
+    let ty = instr.shape.element_type()?;
+    let mut arg = |k: usize| value_at(comp, instr.operands.get(k)?.index(), var, x, depth, seen);
+    let pred = ty == PrimitiveType::Pred;
+    match instr.opcode {
+        Opcode::Constant => {
+            let c = constant_int(comp, i)?;
+            seen.push(c);
+            Some(c)
+        }
+        Opcode::Broadcast => {
+            let o = comp.instruction(*instr.operands.first()?);
+            let scalar = o.shape.as_array()?.element_count().ok()? == 1;
+            if scalar { arg(0) } else { None }
+        }
+        Opcode::Sign if ty.is_integral() => Some(arg(0)?.signum()),
+        Opcode::Not if pred => Some(1 - arg(0)?),
+        Opcode::And if pred => Some(arg(0)? & arg(1)?),
+        Opcode::Or if pred => Some(arg(0)? | arg(1)?),
+        Opcode::Xor if pred => Some(arg(0)? ^ arg(1)?),
+        Opcode::Compare => {
+            use oxla_hlo::ir::ComparisonDirection as D;
+            let operand = comp
+                .instruction(*instr.operands.first()?)
+                .shape
+                .element_type()?;
+            if !(operand.is_integral() || operand == PrimitiveType::Pred) {
+                return None;
+            }
+            let (a, b) = (arg(0)?, arg(1)?);
+            Some(i128::from(match instr.attrs.comparison_direction? {
+                D::Eq => a == b,
+                D::Ne => a != b,
+                D::Lt => a < b,
+                D::Le => a <= b,
+                D::Gt => a > b,
+                D::Ge => a >= b,
+            }))
+        }
+        _ => None,
+    }
+}
+
+/// Whether predicate `p` of `comp`, as a function of `var` (a signed
+/// integer of `bits` bits), is `x < 0` (with `negative`, else `x > 0`) for
+/// every value `x` other than 0, and `at_zero` at 0 if that is given. It is
+/// checked where `p` may change (see [`value_at`]) and at the ends of the
+/// type's range, which covers every value.
+fn sign_test(
+    comp: &HloComputation,
+    p: usize,
+    var: usize,
+    bits: usize,
+    negative: bool,
+    at_zero: Option<bool>,
+) -> bool {
+    const DEPTH: u32 = 12;
+    let (min, max) = (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1);
+    let mut seen = Vec::new();
+    if value_at(comp, p, var, 0, DEPTH, &mut seen).is_none() {
+        return false;
+    }
+    let mut points = vec![min, min + 1, max - 1, max, -2, -1, 0, 1, 2];
+    points.extend(seen.iter().flat_map(|&c| [c - 1, c, c + 1]));
+    points.retain(|x| (min..=max).contains(x));
+    points.into_iter().all(|x| {
+        let want = match (x, at_zero) {
+            (0, None) => return true,
+            (0, Some(z)) => z,
+            _ => (x < 0) == negative,
+        };
+        value_at(comp, p, var, x, DEPTH, &mut Vec::new()) == Some(i128::from(want))
+    })
+}
+
+/// Member `m` of a tiled loop (over `dims`) as JAX's floor division or
+/// modulo of a signed integer `a` by a constant `d` other than 0 (see
+/// `typed::FloorFn`). `jnp.floor_divide(a, d)` is
+/// `select(and(p, compare(remainder(a, d), 0, NE)), divide(a, d) - 1,
+/// divide(a, d))` and `jnp.remainder(a, d)` is `select(p', r + d, r)` for
+/// `r = remainder(a, d)`, where `p` (of `a`) and `p'` (of `r`) test a sign
+/// against `d`'s in one of several ways; each is checked to be the test
+/// the kernel makes. Returns the function, `a` and `d`'s scalar.
+fn floor_division(
+    comp: &HloComputation,
+    m: usize,
+    dims: &[i64],
+) -> Option<(crate::kernels::typed::FloorFn, usize, usize)> {
+    let instrs = comp.instructions();
+    let instr = &instrs[m];
+    let ty = instr.shape.element_type()?;
+    if instr.opcode != Opcode::Select || !ty.is_signed_int() {
+        return None;
+    }
+    let pair = |i: usize, op: Opcode| -> Option<(usize, usize)> {
+        let instr = &instrs[i];
+        match instr.operands.as_slice() {
+            [a, b] if instr.opcode == op => Some((a.index(), b.index())),
+            _ => None,
+        }
+    };
+    let constant = |i: usize| splat_constant(comp, i, dims).map(|(_, c)| c);
+    let &[p, t, f] = instr.operands.as_slice() else {
+        return None;
+    };
+    let (p, t, f) = (p.index(), t.index(), f.index());
+    let bits = ty.bit_width();
+    if let Some((a, divisor)) = pair(f, Opcode::Remainder) {
+        // The modulo: `r + d` where `r`'s sign is not `d`'s.
+        let (src, d) = splat_constant(comp, divisor, dims).filter(|&(_, d)| d != 0)?;
+        let (x, y) = pair(t, Opcode::Add)?;
+        let plus_d = (x == f && constant(y) == Some(d)) || (y == f && constant(x) == Some(d));
+        let test = sign_test(comp, p, f, bits, d > 0, Some(false));
+        return (plus_d && test)
+            .then(|| Some((crate::kernels::typed::floor_fn(ty, true)?, a, src)))?;
+    }
+    // The division: `q - 1` where the remainder is not 0 and `a`'s sign is
+    // not `d`'s (`a` is not 0 where the remainder is not).
+    let (a, divisor) = pair(f, Opcode::Divide)?;
+    let (src, d) = splat_constant(comp, divisor, dims).filter(|&(_, d)| d != 0)?;
+    let less_one = match (pair(t, Opcode::Subtract), pair(t, Opcode::Add)) {
+        (Some((x, y)), _) => x == f && constant(y) == Some(1),
+        (_, Some((x, y))) => {
+            (x == f && constant(y) == Some(-1)) || (y == f && constant(x) == Some(-1))
+        }
+        _ => false,
+    };
+    let nonzero_remainder = |c: usize| {
+        let i = &instrs[c];
+        let Some((x, y)) = pair(c, Opcode::Compare) else {
+            return false;
+        };
+        let ne = i.attrs.comparison_direction == Some(oxla_hlo::ir::ComparisonDirection::Ne);
+        let (r, z) = if constant(y) == Some(0) {
+            (x, y)
+        } else {
+            (y, x)
+        };
+        ne && constant(z) == Some(0)
+            && pair(r, Opcode::Remainder).is_some_and(|(ra, rd)| ra == a && constant(rd) == Some(d))
+    };
+    let (x, y) = pair(p, Opcode::And)?;
+    let matched = less_one
+        && [(x, y), (y, x)].into_iter().any(|(sign, rem)| {
+            nonzero_remainder(rem) && sign_test(comp, sign, a, bits, d > 0, None)
+        });
+    matched.then(|| Some((crate::kernels::typed::floor_fn(ty, false)?, a, src)))?
 }
 
 /// Member `m` of a tiled loop as a rotation: `or(shift-left(x, k),

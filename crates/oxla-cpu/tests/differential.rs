@@ -3325,3 +3325,146 @@ fn short_rows_run_several_to_a_tile() {
         0.0,
     );
 }
+
+/// `jnp.floor_divide(x, d)` and `jnp.remainder(x, d)` of a signed integer
+/// array by a constant, as JAX writes them (its calls inlined), with the
+/// remainder's sign test in `test`: `(r < 0) != (d < 0)` is JAX's.
+fn floor_module(ty: &str, n: usize, d: i64, test: &str) -> String {
+    format!(
+        "HloModule f
+ENTRY e {{
+  x = {ty}[{n}] parameter(0)
+  d = {ty}[] constant({d})
+  sd = {ty}[] sign(d)
+  sx = {ty}[{n}] sign(x)
+  sdb = {ty}[{n}] broadcast(sd), dimensions={{}}
+  ne = pred[{n}] compare(sx, sdb), direction=NE
+  db = {ty}[{n}] broadcast(d), dimensions={{}}
+  rem = {ty}[{n}] remainder(x, db)
+  zero = {ty}[] constant(0)
+  zb = {ty}[{n}] broadcast(zero), dimensions={{}}
+  nz = pred[{n}] compare(rem, zb), direction=NE
+  both = pred[{n}] and(ne, nz)
+  div = {ty}[{n}] divide(x, db)
+  one = {ty}[] constant(1)
+  ob = {ty}[{n}] broadcast(one), dimensions={{}}
+  less = {ty}[{n}] subtract(div, ob)
+  fd = {ty}[{n}] select(both, less, div)
+  eq0 = pred[] compare(d, zero), direction=EQ
+  d2 = {ty}[] select(eq0, one, d)
+  d2b = {ty}[{n}] broadcast(d2), dimensions={{}}
+  r = {ty}[{n}] remainder(x, d2b)
+  lt = pred[{n}] compare(r, zb), direction={test}
+  dlt = pred[] compare(d2, zero), direction=LT
+  dltb = pred[{n}] broadcast(dlt), dimensions={{}}
+  ne2 = pred[{n}] compare(lt, dltb), direction=NE
+  nz2 = pred[{n}] compare(r, zb), direction=NE
+  and2 = pred[{n}] and(ne2, nz2)
+  plus = {ty}[{n}] add(r, d2b)
+  fm = {ty}[{n}] select(and2, plus, r)
+  ROOT t = ({ty}[{n}], {ty}[{n}]) tuple(fd, fm)
+}}
+"
+    )
+}
+
+#[test]
+fn floor_divisions_and_modulos_by_constants_are_one_operation_each() {
+    let n = 70_001;
+    for (ty, bits) in [("s8", 8), ("s16", 16), ("s32", 32), ("s64", 64)] {
+        let (min, max) = (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1);
+        // The ends of the range, values near 0, and values spread over the
+        // whole range.
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let values: Vec<i128> = (0..n)
+            .map(|i| match i % 8 {
+                0 => [min, min + 1, max, max - 1, 0, 1, -1, 2][(i / 8) % 8],
+                1 | 2 => (i as i128 % 41) - 20,
+                _ => {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (seed as i64 as i128) >> (64 - bits)
+                }
+            })
+            .collect();
+        let data = match ty {
+            "s8" => ArrayData::S8(values.iter().map(|&v| v as i8).collect()),
+            "s16" => ArrayData::S16(values.iter().map(|&v| v as i16).collect()),
+            "s32" => ArrayData::S32(values.iter().map(|&v| v as i32).collect()),
+            _ => ArrayData::S64(values.iter().map(|&v| v as i64).collect()),
+        };
+        let element: PrimitiveType = ty.parse().expect("an element type");
+        let shape = oxla_hlo::ArrayShape::new(element, vec![n as i64]).expect("a shape");
+        let args = [Literal::Array(
+            ArrayLiteral::new(shape, data).expect("values"),
+        )];
+        let divisors = [
+            5, -5, 1, -1, 2, -2, 7, 11, 127, -128, max as i64, min as i64,
+        ];
+        for d in divisors.into_iter().chain((bits > 8).then_some(1000)) {
+            let text = floor_module(ty, n, d, "LT");
+            let module = oxla_text::parse_module(&text).expect("the module parses");
+            let exe = oxla_cpu::compile(&module).expect("it compiles");
+            // (A division by 1 simplifies away.)
+            assert!(
+                d == 1 || exe.describe().contains("2 floor divisions or modulos"),
+                "{ty} by {d}: {}",
+                exe.describe()
+            );
+            let options = EvalOptions::default();
+            let want =
+                oxla_interp::evaluate(&module, &args, &options, &NoServices).expect("interp");
+            let got = exe.execute(&args, &options, &NoServices).expect("cpu");
+            assert_eq!(got, want, "{ty} by {d}");
+            // The exact values, from Euclidean division in i128.
+            let Literal::Tuple(parts) = &got else {
+                panic!("a tuple")
+            };
+            let wrap = |v: i128| {
+                let m = 1i128 << bits;
+                let v = v.rem_euclid(m);
+                if v > max { v - m } else { v }
+            };
+            let floor = |x: i128| {
+                let q = x.div_euclid(d as i128);
+                // The Euclidean quotient is the floor for positive divisors,
+                // the ceiling for negative ones.
+                if d < 0 && x.rem_euclid(d as i128) != 0 {
+                    q - 1
+                } else {
+                    q
+                }
+            };
+            for (k, part) in parts.iter().enumerate() {
+                let Literal::Array(a) = part else {
+                    panic!("arrays")
+                };
+                for (i, &x) in values.iter().enumerate().step_by(97) {
+                    let q = wrap(floor(x));
+                    let want = if k == 0 {
+                        q
+                    } else {
+                        wrap(x - floor(x) * d as i128)
+                    };
+                    let got = a.data().scalar(i).as_i128();
+                    assert_eq!(got, want, "{ty}: {x} by {d}, result {k}");
+                }
+            }
+        }
+        // A sign test that is not JAX's (`r > 0` for a positive divisor):
+        // the selects stay, and still agree with the interpreter.
+        let text = floor_module(ty, n, 5, "GT");
+        let module = oxla_text::parse_module(&text).expect("the module parses");
+        let exe = oxla_cpu::compile(&module).expect("it compiles");
+        assert!(
+            exe.describe().contains("1 floor divisions or modulos"),
+            "{}",
+            exe.describe()
+        );
+        let options = EvalOptions::default();
+        let want = oxla_interp::evaluate(&module, &args, &options, &NoServices).expect("interp");
+        let got = exe.execute(&args, &options, &NoServices).expect("cpu");
+        assert_eq!(got, want, "{ty}: GT");
+    }
+}

@@ -14,6 +14,7 @@ mod fold;
 mod forward;
 mod inline;
 mod licm;
+mod ranges;
 mod simplify;
 mod splice;
 mod unroll;
@@ -24,6 +25,7 @@ pub use dce::Dce;
 pub use fold::FoldConstants;
 pub use inline::Inline;
 pub use licm::HoistInvariants;
+pub use ranges::LoopRanges;
 pub use simplify::Simplify;
 pub use unroll::{MAX_TRIPS, UnrollWhile};
 pub use xla_numerics::MatchXla;
@@ -56,12 +58,14 @@ impl Pipeline {
     }
 
     /// The pipeline the compiler uses: inline calls, unroll short counted
-    /// loops, simplify, fold constants, merge common subexpressions, hoist
-    /// loop-invariant work out of loops, drop dead code.
+    /// loops, decide comparisons by the ranges of counted loops' induction
+    /// variables, simplify, fold constants, merge common subexpressions,
+    /// hoist loop-invariant work out of loops, drop dead code.
     pub fn standard() -> Pipeline {
         Pipeline::new(vec![
             Box::new(Inline),
             Box::new(UnrollWhile),
+            Box::new(LoopRanges),
             Box::new(Simplify),
             Box::new(FoldConstants::default()),
             Box::new(Cse),

@@ -74,7 +74,7 @@ impl Pass for UnrollWhile {
 }
 
 /// The tuple index `k` if `instr` is `get-tuple-element(parameter 0, k)` of `comp`.
-fn state_element(comp: &HloComputation, instr: &HloInstruction) -> Option<usize> {
+pub(crate) fn state_element(comp: &HloComputation, instr: &HloInstruction) -> Option<usize> {
     let &[t] = instr.operands.as_slice() else {
         return None;
     };
@@ -168,7 +168,7 @@ fn trip_count(
 }
 
 /// The direction that gives the same result with the operands swapped.
-fn flip(d: ComparisonDirection) -> ComparisonDirection {
+pub(crate) fn flip(d: ComparisonDirection) -> ComparisonDirection {
     use ComparisonDirection::*;
     match d {
         Lt => Gt,
@@ -179,7 +179,7 @@ fn flip(d: ComparisonDirection) -> ComparisonDirection {
     }
 }
 
-fn holds(d: ComparisonDirection, a: i128, b: i128) -> bool {
+pub(crate) fn holds(d: ComparisonDirection, a: i128, b: i128) -> bool {
     use ComparisonDirection::*;
     match d {
         Eq => a == b,

@@ -5,7 +5,8 @@
 use oxla_hlo::{HloModule, Literal};
 use oxla_interp::{EvalOptions, NoServices};
 use oxla_passes::{
-    Cse, Dce, FoldConstants, HoistInvariants, Inline, Pass, Pipeline, Simplify, UnrollWhile,
+    Cse, Dce, FoldConstants, HoistInvariants, Inline, LoopRanges, Pass, Pipeline, Simplify,
+    UnrollWhile,
 };
 
 mod common;
@@ -646,12 +647,13 @@ fn the_pipeline_reports_every_pass_and_reaches_a_fixed_point() {
     Pipeline::standard().run_observed(&mut m, &mut |pass, round, changed, _| {
         seen.push((pass.to_string(), round, changed))
     });
-    let names: Vec<&str> = seen.iter().take(7).map(|(p, _, _)| p.as_str()).collect();
+    let names: Vec<&str> = seen.iter().take(8).map(|(p, _, _)| p.as_str()).collect();
     assert_eq!(
         names,
         [
             "inline",
             "unroll-while",
+            "loop-ranges",
             "simplify",
             "fold-constants",
             "cse",
@@ -1178,4 +1180,93 @@ fn invariant_work_leaves_nested_loops_level_by_level() {
     assert!(has("e", "exponential") && has("e", "add"));
     assert!(!has("obody", "exponential") && !has("ibody", "exponential"));
     assert!(has("ibody", "multiply"));
+}
+
+/// JAX's `fori_loop` summing its index `j`, wrapped as a negative index
+/// into 100 elements would be: `acc += select(j < 0, j + 100, j)`, for
+/// `trips` trips of the counter `i` (0 up, by 1), `j` from `j0` by `step`.
+/// With `second`, another loop runs the same body.
+fn index_sum(j0: i64, step: i64, trips: i64, second: bool) -> String {
+    let other = if second {
+        "w2 = (s32[], s32[], s32[]) while(init), condition=cond, body=body\n  \
+         a2 = s32[] get-tuple-element(w2), index=2\n  \
+         ROOT r = s32[] add(a, a2)"
+    } else {
+        "ROOT r = s32[] add(a, a)"
+    };
+    format!(
+        "HloModule m
+cond {{
+  s = (s32[], s32[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant({trips})
+  ROOT c = pred[] compare(i, n), direction=LT
+}}
+body {{
+  s = (s32[], s32[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  j = s32[] get-tuple-element(s), index=1
+  acc = s32[] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  step = s32[] constant({step})
+  zero = s32[] constant(0)
+  size = s32[] constant(100)
+  i1 = s32[] add(i, one)
+  j1 = s32[] add(j, step)
+  neg = pred[] compare(j, zero), direction=LT
+  up = s32[] add(j, size)
+  k = s32[] select(neg, up, j)
+  acc1 = s32[] add(acc, k)
+  ROOT t = (s32[], s32[], s32[]) tuple(i1, j1, acc1)
+}}
+ENTRY e {{
+  z = s32[] constant(0)
+  j0 = s32[] constant({j0})
+  init = (s32[], s32[], s32[]) tuple(z, j0, z)
+  w = (s32[], s32[], s32[]) while(init), condition=cond, body=body
+  a = s32[] get-tuple-element(w), index=2
+  {other}
+}}"
+    )
+}
+
+#[test]
+fn comparisons_decided_by_a_counted_loops_ranges_become_constants() {
+    // (j0, step, trips, a second loop, whether the select goes)
+    for (j0, step, trips, second, goes) in [
+        (0, 1, 1000, false, true),
+        // Counting down to 1 from 50: never negative.
+        (50, -1, 50, false, true),
+        // Down to 0: 0 is not negative either.
+        (50, -1, 51, false, true),
+        // Down past 0, and up from below it: some trips see a negative j.
+        (50, -1, 52, false, false),
+        (-3, 1, 10, false, false),
+        // The same body in two loops: left alone.
+        (0, 1, 10, true, false),
+    ] {
+        let text = index_sum(j0, step, trips, second);
+        let before = oxla_text::parse_module(&text).unwrap();
+        let mut after = before.clone();
+        let passes: Vec<Box<dyn Pass>> =
+            vec![Box::new(LoopRanges), Box::new(Simplify), Box::new(Dce)];
+        Pipeline::new(passes).run(&mut after);
+        oxla_hlo::verifier::verify(&after).unwrap();
+        let printed = oxla_text::print_module(&after);
+        assert_eq!(
+            !printed.contains("select("),
+            goes,
+            "{j0} {step} {trips}:\n{printed}"
+        );
+        // The sum of the wrapped indices, twice.
+        let want: i64 = (0..trips)
+            .map(|t| j0 + t * step)
+            .map(|j| if j < 0 { j + 100 } else { j })
+            .sum::<i64>()
+            * 2;
+        for module in [&before, &after] {
+            let got = evaluate(module, 1);
+            assert_eq!(got, Literal::scalar(want as i32), "{j0} {step} {trips}");
+        }
+    }
 }

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 
 use super::Kernel;
 use super::fused::{PARALLEL_MIN, copy_streamed, store_fence, streams_bytes};
-use super::typed::{self, BinFn, ConvertFn, RemainderFn, RotateFn, RotateXorFn, SplatFn};
+use super::typed::{self, BinFn, ConvertFn, FloorFn, RemainderFn, RotateFn, RotateXorFn, SplatFn};
 use crate::buffer::Pool;
 use crate::value::Value;
 
@@ -38,6 +38,9 @@ pub(crate) enum Node {
     /// The remainder of node `.1` by the one element of kernel input `.3`,
     /// from node `.2`, their quotient.
     Remainder(RemainderFn, usize, usize, usize),
+    /// JAX's floor division or modulo of node `.1` by the one element of
+    /// kernel input `.2` (see [`typed::FloorFn`]).
+    Floor(FloorFn, usize, usize),
     /// Node `.1` rotated left by `.2` bits.
     Rotate(RotateFn, usize, u32),
     /// Node `.1` rotated left by `.2` bits, exclusive-or node `.3`.
@@ -75,7 +78,10 @@ impl Node {
             | Node::RotateXor(_, a, _, b)
             | Node::Mix(a, b, _)
             | Node::Remainder(_, a, b, _) => vec![a, b],
-            Node::BinarySplat(_, a, _) | Node::Rotate(_, a, _) | Node::Convert(_, a) => vec![a],
+            Node::BinarySplat(_, a, _)
+            | Node::Floor(_, a, _)
+            | Node::Rotate(_, a, _)
+            | Node::Convert(_, a) => vec![a],
             Node::Select(p, a, b) => vec![p, a, b],
         }
     }
@@ -87,6 +93,7 @@ impl Node {
             Node::RotateXor(f, a, k, b) => Node::RotateXor(f, to(a), k, to(b)),
             Node::Mix(a, b, steps) => Node::Mix(to(a), to(b), steps),
             Node::BinarySplat(f, a, i) => Node::BinarySplat(f, to(a), i),
+            Node::Floor(f, a, i) => Node::Floor(f, to(a), i),
             Node::Remainder(f, a, q, i) => Node::Remainder(f, to(a), to(q), i),
             Node::Rotate(f, a, k) => Node::Rotate(f, to(a), k),
             Node::Convert(f, a) => Node::Convert(f, to(a)),
@@ -764,6 +771,9 @@ impl TiledLoop {
                 Node::Remainder(f, a, q, i) => input(i)
                     .and_then(typed::bits_of)
                     .is_some_and(|d| f(slot(a), slot(q), d, r)),
+                Node::Floor(f, a, i) => input(i)
+                    .and_then(typed::bits_of)
+                    .is_some_and(|d| f(slot(a), d, r)),
                 Node::Rotate(f, a, k) => f(slot(a), k, r),
                 Node::RotateXor(f, a, k, b) => f(slot(a), k, slot(b), r),
                 Node::Select(p, a, b) => typed::select(slot(p), slot(a), slot(b), r),
@@ -884,6 +894,21 @@ impl Kernel for TiledLoop {
             (false, true) => "tiled loop (threefry mixes)",
             (true, false) => "multi-output tiled loop",
             (true, true) => "multi-output tiled loop (threefry mixes)",
+        }
+    }
+
+    fn detail(&self, _name_of: &dyn Fn(usize) -> String) -> String {
+        let floors = self
+            .nodes
+            .iter()
+            .filter(|(n, _)| matches!(n, Node::Floor(..)))
+            .count();
+        match floors {
+            0 => format!(" of {} operations", self.nodes.len()),
+            _ => format!(
+                " of {} operations, {floors} floor divisions or modulos",
+                self.nodes.len()
+            ),
         }
     }
 
