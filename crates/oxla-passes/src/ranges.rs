@@ -225,7 +225,9 @@ fn decided(
     let &[a, b] = instr.operands.as_slice() else {
         return None;
     };
-    if instr.opcode != Opcode::Compare || !instr.shape.is_array() {
+    // (A scalar: a constant of one element may have a shape like `[1]`.)
+    let scalar = instr.shape.as_array().is_some_and(|a| a.dims().is_empty());
+    if instr.opcode != Opcode::Compare || !scalar {
         return None;
     }
     let (a, b): (&HloInstruction, &HloInstruction) = (comp.instruction(a), comp.instruction(b));
