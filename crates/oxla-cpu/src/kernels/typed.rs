@@ -1215,6 +1215,10 @@ fn abs_c64(x: &ArrayData, o: &mut ArrayData) -> bool {
     const BLOCK: usize = 64;
     match (Complex32::slice(x), f32::slice_mut(o)) {
         (Some(x), Some(o)) if x.len() == o.len() => {
+            // The loop stays small enough to be inlined into the vector
+            // unit's copy of `vectorized` (a closure that is not inlined
+            // is compiled for the baseline: SSE2's two f64 lanes); `hypot`
+            // is called out of line.
             vectorized(o.len(), move || {
                 for (o, x) in o.chunks_mut(BLOCK).zip(x.chunks(BLOCK)) {
                     let mut hard = false;
@@ -1224,15 +1228,23 @@ fn abs_c64(x: &ArrayData, o: &mut ArrayData) -> bool {
                         hard |= h;
                     }
                     if hard {
-                        for (o, z) in o.iter_mut().zip(x) {
-                            *o = abs_c64_one(z.re, z.im);
-                        }
+                        abs_c64_hypot(x, o);
                     }
                 }
             });
             true
         }
         _ => false,
+    }
+}
+
+/// [`abs_c64_one`] of each of `x`, into `o`: a block with an element that
+/// needs `hypot`.
+#[cold]
+#[inline(never)]
+fn abs_c64_hypot(x: &[Complex32], o: &mut [f32]) {
+    for (o, z) in o.iter_mut().zip(x) {
+        *o = abs_c64_one(z.re, z.im);
     }
 }
 
