@@ -1,10 +1,13 @@
 //! `fft` (FFT, IFFT, RFFT, IRFFT over the trailing `fft_length`
 //! dimensions) through `rustfft` (and `realfft` for RFFT's real axis,
-//! which transforms `n` real points as `n / 2` complex ones), in f64
-//! whatever the element type: the
+//! which transforms `n` real points as `n / 2` complex ones), in the
+//! precision of the values ([`Precision`]): f32 for c64 and f32, as XLA's
+//! CPU backend transforms them, and f64 for c128 and f64. The
 //! interpreter's definition is the exact DFT (which it sums directly, in
-//! f64), so an O(n log n) transform in f64 rounds to the same f32 values
-//! but for the last bit now and then. The axes are transformed one after
+//! f64); an O(n log n) transform in f32 is within a few `log2 n` f32
+//! roundings of it relative to the transform's largest value (not to each
+//! bin: a bin near 0 has the absolute error of the large ones), as XLA's
+//! own f32 transform is. The axes are transformed one after
 //! another, as the interpreter does: every line along an axis is gathered,
 //! transformed and put back, lines split across the pool when there are
 //! many. Inverse transforms scale by 1/n per axis; IRFFT completes the
@@ -14,7 +17,7 @@
 use std::sync::Arc;
 
 use oxla_hlo::ir::FftType;
-use oxla_hlo::num_complex::{Complex32, Complex64};
+use oxla_hlo::num_complex::{Complex, Complex32, Complex64};
 use oxla_hlo::{ArrayData, ArrayLiteral, ArrayShape, HloComputation, HloInstruction};
 use rayon::prelude::*;
 use realfft::{RealFftPlanner, RealToComplex};
@@ -30,7 +33,45 @@ pub(crate) const FFT_PARALLEL_MIN: usize = PARALLEL_MIN / 8;
 use crate::buffer::Pool;
 use crate::value::Value;
 
-pub(crate) struct FftKernel {
+/// The floating-point type a transform computes in.
+pub(crate) trait Precision: rustfft::FftNum {
+    fn of_f32(v: f32) -> Self;
+    fn of_f64(v: f64) -> Self;
+    fn to_f32(self) -> f32;
+    fn to_f64(self) -> f64;
+}
+
+impl Precision for f32 {
+    fn of_f32(v: f32) -> f32 {
+        v
+    }
+    fn of_f64(v: f64) -> f32 {
+        v as f32
+    }
+    fn to_f32(self) -> f32 {
+        self
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Precision for f64 {
+    fn of_f32(v: f32) -> f64 {
+        v as f64
+    }
+    fn of_f64(v: f64) -> f64 {
+        v
+    }
+    fn to_f32(self) -> f32 {
+        self as f32
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+}
+
+pub(crate) struct FftKernel<T: Precision> {
     kind: FftType,
     in_dims: Vec<usize>,
     out: ArrayShape,
@@ -39,19 +80,37 @@ pub(crate) struct FftKernel {
     /// The transform of each complex axis (all of `axes`, but RFFT's and
     /// IRFFT's last), planned once: planning costs more than transforming
     /// a few thousand points.
-    plans: Vec<Arc<dyn Fft<f64>>>,
+    plans: Vec<Arc<dyn Fft<T>>>,
     /// RFFT's transform of its last axis, real to complex.
-    real: Option<Arc<dyn RealToComplex<f64>>>,
+    real: Option<RealPlan<T>>,
     /// IRFFT's inverse transform of the last axis's full length.
-    last: Option<Arc<dyn Fft<f64>>>,
+    last: Option<Arc<dyn Fft<T>>>,
 }
 
-pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<FftKernel> {
+/// The kernel of `fft` instruction `instr`, in f64 if its operand or
+/// result is of double precision, else in f32.
+pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<Box<dyn Kernel>> {
+    use oxla_hlo::PrimitiveType::{C128, F64};
     let x = comp
         .instruction(*instr.operands.first()?)
         .shape
         .as_array()?;
-    let out = instr.shape.as_array()?.clone();
+    let out = instr.shape.as_array()?;
+    let double = [x.element_type(), out.element_type()]
+        .iter()
+        .any(|t| matches!(t, C128 | F64));
+    match double {
+        true => Some(Box::new(plan_in::<f64>(x, out, instr)?)),
+        false => Some(Box::new(plan_in::<f32>(x, out, instr)?)),
+    }
+}
+
+fn plan_in<T: Precision>(
+    x: &ArrayShape,
+    out: &ArrayShape,
+    instr: &HloInstruction,
+) -> Option<FftKernel<T>> {
+    let out = out.clone();
     let kind = instr.attrs.fft_type?;
     let k = instr.attrs.fft_length.as_ref()?.len();
     let in_dims = x.dims_usize();
@@ -81,9 +140,9 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<FftK
         FftType::Rfft | FftType::Irfft => &axes[..axes.len() - 1],
         _ => &axes[..],
     };
-    let mut planner = FftPlanner::<f64>::new();
+    let mut planner = FftPlanner::<T>::new();
     let real = (kind == FftType::Rfft && in_dims[rank - 1] > 0)
-        .then(|| RealFftPlanner::<f64>::new().plan_fft_forward(in_dims[rank - 1]));
+        .then(|| RealPlan::new(in_dims[rank - 1], &mut planner));
     let plans = complex_axes
         .iter()
         .map(|&a| planner.plan_fft(in_dims[a], direction))
@@ -101,16 +160,134 @@ pub(crate) fn plan(comp: &HloComputation, instr: &HloInstruction) -> Option<FftK
     })
 }
 
+/// A real-to-complex transform of `n` points. An even `n` is a complex
+/// transform of `n / 2` points `z[m] = x[2m] + i x[2m+1]`, then a split
+/// ([`split_real`]) that runs in vector registers; an odd one is
+/// `realfft`'s.
+enum RealPlan<T: Precision> {
+    Even {
+        half: Arc<dyn Fft<T>>,
+        /// `exp(-2 pi i k / n)` for `k` below `n / 2`.
+        twiddles: Vec<Complex<T>>,
+    },
+    Odd(Arc<dyn RealToComplex<T>>),
+}
+
+impl<T: Precision> RealPlan<T> {
+    fn new(n: usize, planner: &mut FftPlanner<T>) -> RealPlan<T> {
+        if n % 2 == 1 {
+            return RealPlan::Odd(RealFftPlanner::<T>::new().plan_fft_forward(n));
+        }
+        let twiddles = (0..n / 2)
+            .map(|k| {
+                let (sin, cos) = (-2.0 * std::f64::consts::PI * k as f64 / n as f64).sin_cos();
+                Complex::new(T::of_f64(cos), T::of_f64(sin))
+            })
+            .collect();
+        RealPlan::Even {
+            half: planner.plan_fft_forward(n / 2),
+            twiddles,
+        }
+    }
+
+    /// The number of real points.
+    fn len(&self) -> usize {
+        match self {
+            RealPlan::Even { twiddles, .. } => 2 * twiddles.len(),
+            RealPlan::Odd(r) => r.len(),
+        }
+    }
+
+    fn scratch_len(&self) -> usize {
+        match self {
+            RealPlan::Even { half, .. } => half.get_inplace_scratch_len(),
+            RealPlan::Odd(r) => r.get_scratch_len(),
+        }
+    }
+
+    /// The `n / 2 + 1` frequencies of the `n` points `x` (which it may
+    /// overwrite) into `out`, with `scratch` of [`RealPlan::scratch_len`]
+    /// values and `rev` of `n / 2`.
+    fn process(
+        &self,
+        x: &mut [T],
+        out: &mut [Complex<T>],
+        scratch: &mut [Complex<T>],
+        rev: &mut [Complex<T>],
+    ) -> Result<(), String> {
+        let (half, twiddles) = match self {
+            RealPlan::Odd(r) => {
+                return r
+                    .process_with_scratch(x, out, scratch)
+                    .map_err(|e| format!("rfft: {e}"));
+            }
+            RealPlan::Even { half, twiddles } => (half, twiddles),
+        };
+        let h = twiddles.len();
+        if x.len() != 2 * h || out.len() != h + 1 || rev.len() != h {
+            return Err(format!(
+                "an rfft of {} points cannot take {}",
+                2 * h,
+                x.len()
+            ));
+        }
+        for (z, pair) in out.iter_mut().zip(x.chunks_exact(2)) {
+            *z = Complex::new(pair[0], pair[1]);
+        }
+        half.process_with_scratch(&mut out[..h], scratch);
+        split(out, twiddles, rev);
+        Ok(())
+    }
+}
+
+dispatched!(split<T: Precision> => split_real(out: &mut [Complex<T>], twiddles: &[Complex<T>], rev: &mut [Complex<T>]));
+
+/// The frequencies `X[k]` of `n = 2h` real points from the transform
+/// `z = out[..h]` of their pairs (see [`RealPlan`]), in place into
+/// `out[..=h]`: with `a = z[k]` and `b = conj(z[(h - k) % h])`, the
+/// transforms of the even and odd points are `e = (a + b) / 2` and
+/// `o = (a - b) / 2i`, and `X[k] = e + w^k o = e - i w^k (a - b) / 2`;
+/// `X[h] = re z[0] - im z[0]`. `rev` holds the `b`s, so the loop reads
+/// forward and vectorises.
+#[inline(always)]
+fn split_real<T: Precision, const WIDE: bool>(
+    out: &mut [Complex<T>],
+    twiddles: &[Complex<T>],
+    rev: &mut [Complex<T>],
+) {
+    let h = twiddles.len();
+    if out.len() != h + 1 || rev.len() != h || h == 0 {
+        return;
+    }
+    rev[0] = out[0].conj();
+    for (r, z) in rev[1..].iter_mut().zip(out[1..h].iter().rev()) {
+        *r = z.conj();
+    }
+    let half = T::of_f64(0.5);
+    for ((x, &b), &w) in out[..h].iter_mut().zip(rev.iter()).zip(twiddles) {
+        let a = *x;
+        let (e_re, e_im) = ((a.re + b.re) * half, (a.im + b.im) * half);
+        let (o_re, o_im) = ((a.re - b.re) * half, (a.im - b.im) * half);
+        // t = w * o; X = e - i t.
+        let t_re = w.re * o_re - w.im * o_im;
+        let t_im = w.re * o_im + w.im * o_re;
+        *x = Complex::new(e_re + t_im, e_im - t_re);
+    }
+    let z0 = rev[0].conj();
+    out[h] = Complex::new(z0.re - z0.im, T::zero());
+}
+
 /// RFFT along the last axis: each line of `x`'s `n` real points (f32 or
 /// f64) becomes the `n / 2 + 1` frequencies of a line of `out`, stored
 /// through `put`. Lines split across the pool when there are many points.
-fn rfft_lines<O: Send>(
+fn rfft_lines<T: Precision, O: Send>(
     x: &ArrayData,
-    real: &Arc<dyn RealToComplex<f64>>,
+    real: &RealPlan<T>,
     out: &mut [O],
-    put: impl Fn(Complex64) -> O + Sync,
+    put: impl Fn(Complex<T>) -> O + Sync,
 ) -> Result<(), String> {
-    let (n, m) = (real.len(), real.complex_len());
+    let n = real.len();
+    let m = n / 2 + 1;
     let lines = out.len() / m.max(1);
     if x.len() != lines * n || out.len() != lines * m {
         return Err(format!(
@@ -120,37 +297,40 @@ fn rfft_lines<O: Send>(
         ));
     }
     let (from_f32, from_f64);
-    let load: &(dyn Fn(usize, &mut [f64]) + Sync) = match x {
+    let load: &(dyn Fn(usize, &mut [T]) + Sync) = match x {
         ArrayData::F32(v) => {
-            from_f32 = move |line: usize, buf: &mut [f64]| {
+            from_f32 = move |line: usize, buf: &mut [T]| {
                 for (b, &r) in buf.iter_mut().zip(&v[line * n..(line + 1) * n]) {
-                    *b = r as f64;
+                    *b = T::of_f32(r);
                 }
             };
             &from_f32
         }
         ArrayData::F64(v) => {
-            from_f64 = move |line: usize, buf: &mut [f64]| {
-                buf.copy_from_slice(&v[line * n..(line + 1) * n])
+            from_f64 = move |line: usize, buf: &mut [T]| {
+                for (b, &r) in buf.iter_mut().zip(&v[line * n..(line + 1) * n]) {
+                    *b = T::of_f64(r);
+                }
             };
             &from_f64
         }
         _ => return Err(format!("rfft does not apply to {}", x.element_type())),
     };
-    let zero = Complex64::new(0.0, 0.0);
+    let zero = Complex::new(T::zero(), T::zero());
     let state = || {
         (
-            vec![0.0; n],
+            vec![T::zero(); n],
             vec![zero; m],
-            vec![zero; real.get_scratch_len()],
+            vec![zero; real.scratch_len()],
+            vec![zero; n / 2],
         )
     };
-    let work = |state: &mut (Vec<f64>, Vec<Complex64>, Vec<Complex64>),
+    #[allow(clippy::type_complexity)]
+    let work = |state: &mut (Vec<T>, Vec<Complex<T>>, Vec<Complex<T>>, Vec<Complex<T>>),
                 (line, o): (usize, &mut [O])| {
-        let (buf, spectrum, scratch) = state;
+        let (buf, spectrum, scratch, rev) = state;
         load(line, buf);
-        real.process_with_scratch(buf, spectrum, scratch)
-            .map_err(|e| format!("rfft: {e}"))?;
+        real.process(buf, spectrum, scratch, rev)?;
         for (o, &c) in o.iter_mut().zip(spectrum.iter()) {
             *o = put(c);
         }
@@ -170,12 +350,12 @@ fn rfft_lines<O: Send>(
 
 /// Transforms every line of `data` (dimensions `dims`) along `axis` with
 /// `fft`, scaling by `scale`.
-fn transform_axis(
-    data: &mut [Complex64],
+fn transform_axis<T: Precision>(
+    data: &mut [Complex<T>],
     dims: &[usize],
     axis: usize,
-    fft: &Arc<dyn Fft<f64>>,
-    scale: f64,
+    fft: &Arc<dyn Fft<T>>,
+    scale: T,
 ) {
     let n = dims[axis];
     if n == 0 || data.is_empty() {
@@ -186,7 +366,7 @@ fn transform_axis(
     let scratch_len = fft.get_inplace_scratch_len();
     // One block (an outer index) at a time: its `inner` lines of stride
     // `inner`, each gathered into `line`, transformed and put back.
-    let work = |state: &mut (Vec<Complex64>, Vec<Complex64>), block_data: &mut [Complex64]| {
+    let work = |state: &mut (Vec<Complex<T>>, Vec<Complex<T>>), block_data: &mut [Complex<T>]| {
         let (line, scratch) = state;
         for i in 0..inner {
             for (k, v) in line.iter_mut().enumerate() {
@@ -198,23 +378,19 @@ fn transform_axis(
             }
         }
     };
-    let state = || {
-        (
-            vec![Complex64::new(0.0, 0.0); n],
-            vec![Complex64::new(0.0, 0.0); scratch_len],
-        )
-    };
+    let zero = Complex::new(T::zero(), T::zero());
+    let state = || (vec![zero; n], vec![zero; scratch_len]);
     if data.len() >= FFT_PARALLEL_MIN && data.len() / block > 1 {
         data.par_chunks_mut(block).for_each_init(state, work);
     } else if inner > 1 && data.len() >= FFT_PARALLEL_MIN {
         // One block of many lines (the transformed axis outermost):
         // columns split across the pool, each copied out and back.
-        let lines: Vec<Vec<Complex64>> = (0..inner)
+        let lines: Vec<Vec<Complex<T>>> = (0..inner)
             .into_par_iter()
             .map_init(
-                || vec![Complex64::new(0.0, 0.0); scratch_len],
+                || vec![zero; scratch_len],
                 |scratch, i| {
-                    let mut line: Vec<Complex64> = (0..n).map(|k| data[k * inner + i]).collect();
+                    let mut line: Vec<Complex<T>> = (0..n).map(|k| data[k * inner + i]).collect();
                     fft.process_with_scratch(&mut line, scratch);
                     line
                 },
@@ -231,7 +407,7 @@ fn transform_axis(
     }
 }
 
-impl FftKernel {
+impl<T: Precision> FftKernel<T> {
     /// RFFT: the real transform of the last axis, then the complex ones
     /// of the others; a one-axis RFFT to c64 stores its lines directly.
     fn rfft(&self, x: &ArrayData, pool: &Pool) -> Result<ArrayData, String> {
@@ -240,11 +416,11 @@ impl FftKernel {
         if self.plans.is_empty() && self.out.element_type() == oxla_hlo::PrimitiveType::C64 {
             let mut o = pool.take::<Complex32>(total);
             rfft_lines(x, real, &mut o, |c| {
-                Complex32::new(c.re as f32, c.im as f32)
+                Complex32::new(c.re.to_f32(), c.im.to_f32())
             })?;
             return Ok(ArrayData::C64(o));
         }
-        let mut data = vec![Complex64::new(0.0, 0.0); total];
+        let mut data = vec![Complex::new(T::zero(), T::zero()); total];
         rfft_lines(x, real, &mut data, |c| c)?;
         let dims = self.out.dims_usize();
         let complex_axes = &self.axes[..self.axes.len() - 1];
@@ -252,7 +428,7 @@ impl FftKernel {
             return Err("an rfft planned for other axes".into());
         }
         for (&a, fft) in complex_axes.iter().zip(&self.plans) {
-            transform_axis(&mut data, &dims, a, fft, 1.0);
+            transform_axis(&mut data, &dims, a, fft, T::one());
         }
         self.store(data, pool)
     }
@@ -261,14 +437,24 @@ impl FftKernel {
         if self.kind == FftType::Rfft {
             return self.rfft(x, pool);
         }
-        let mut data: Vec<Complex64> = match x {
+        let complex = |re: T, im: T| Complex::new(re, im);
+        let mut data: Vec<Complex<T>> = match x {
             ArrayData::C64(v) => v
                 .iter()
-                .map(|c| Complex64::new(c.re as f64, c.im as f64))
+                .map(|c| complex(T::of_f32(c.re), T::of_f32(c.im)))
                 .collect(),
-            ArrayData::C128(v) => v.clone(),
-            ArrayData::F32(v) => v.iter().map(|&r| Complex64::new(r as f64, 0.0)).collect(),
-            ArrayData::F64(v) => v.iter().map(|&r| Complex64::new(r, 0.0)).collect(),
+            ArrayData::C128(v) => v
+                .iter()
+                .map(|c| complex(T::of_f64(c.re), T::of_f64(c.im)))
+                .collect(),
+            ArrayData::F32(v) => v
+                .iter()
+                .map(|&r| complex(T::of_f32(r), T::zero()))
+                .collect(),
+            ArrayData::F64(v) => v
+                .iter()
+                .map(|&r| complex(T::of_f64(r), T::zero()))
+                .collect(),
             _ => return Err(format!("fft does not apply to {}", x.element_type())),
         };
         let dims = &self.in_dims;
@@ -283,13 +469,13 @@ impl FftKernel {
         }
         for (&a, fft) in complex_axes.iter().zip(&self.plans) {
             let scale = match inverse {
-                true => 1.0 / dims[a] as f64,
-                false => 1.0,
+                true => T::of_f64(1.0 / dims[a] as f64),
+                false => T::one(),
             };
             transform_axis(&mut data, dims, a, fft, scale);
         }
         let out_dims = self.out.dims_usize();
-        let result: Vec<Complex64> = match self.kind {
+        let result: Vec<Complex<T>> = match self.kind {
             FftType::Fft | FftType::Ifft => data,
             FftType::Rfft => return Err("an rfft taken as a complex transform".into()),
             FftType::Irfft => {
@@ -299,7 +485,7 @@ impl FftKernel {
                 } else {
                     let fft = self.last.as_ref().ok_or("an irfft without its plan")?;
                     let lines = data.len() / m;
-                    let mut full = vec![Complex64::new(0.0, 0.0); lines * n];
+                    let mut full = vec![complex(T::zero(), T::zero()); lines * n];
                     for (spectrum, line) in data.chunks_exact(m).zip(full.chunks_exact_mut(n)) {
                         for (f, v) in line.iter_mut().enumerate() {
                             *v = match f < m {
@@ -308,7 +494,7 @@ impl FftKernel {
                             };
                         }
                     }
-                    transform_axis(&mut full, &[lines, n], 1, fft, 1.0 / n as f64);
+                    transform_axis(&mut full, &[lines, n], 1, fft, T::of_f64(1.0 / n as f64));
                     full
                 }
             }
@@ -320,30 +506,37 @@ impl FftKernel {
     }
 
     /// The transformed values in the result's element type.
-    fn store(&self, result: Vec<Complex64>, pool: &Pool) -> Result<ArrayData, String> {
+    fn store(&self, result: Vec<Complex<T>>, pool: &Pool) -> Result<ArrayData, String> {
         Ok(match self.out.element_type() {
             oxla_hlo::PrimitiveType::C64 => {
                 let mut o = pool.take::<Complex32>(result.len());
                 for (o, c) in o.iter_mut().zip(&result) {
-                    *o = Complex32::new(c.re as f32, c.im as f32);
+                    *o = Complex32::new(c.re.to_f32(), c.im.to_f32());
                 }
                 ArrayData::C64(o)
             }
-            oxla_hlo::PrimitiveType::C128 => ArrayData::C128(result),
+            oxla_hlo::PrimitiveType::C128 => ArrayData::C128(
+                result
+                    .iter()
+                    .map(|c| Complex64::new(c.re.to_f64(), c.im.to_f64()))
+                    .collect(),
+            ),
             oxla_hlo::PrimitiveType::F32 => {
                 let mut o = pool.take::<f32>(result.len());
                 for (o, c) in o.iter_mut().zip(&result) {
-                    *o = c.re as f32;
+                    *o = c.re.to_f32();
                 }
                 ArrayData::F32(o)
             }
-            oxla_hlo::PrimitiveType::F64 => ArrayData::F64(result.iter().map(|c| c.re).collect()),
+            oxla_hlo::PrimitiveType::F64 => {
+                ArrayData::F64(result.iter().map(|c| c.re.to_f64()).collect())
+            }
             t => return Err(format!("fft cannot give {t}")),
         })
     }
 }
 
-impl Kernel for FftKernel {
+impl<T: Precision> Kernel for FftKernel<T> {
     fn name(&self) -> &'static str {
         "fft"
     }

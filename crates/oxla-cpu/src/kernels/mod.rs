@@ -134,7 +134,7 @@ pub(crate) fn select(
         Opcode::ReduceWindow => {
             window::plan_reduce_window(module, comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>)
         }
-        Opcode::Fft => fft::plan(comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>),
+        Opcode::Fft => fft::plan(comp, instr),
         Opcode::CustomCall | Opcode::TriangularSolve => {
             lapack::plan(comp, instr).map(|k| Box::new(k) as Box<dyn Kernel>)
         }
