@@ -1054,7 +1054,6 @@ fn value_at(
         Opcode::Or if pred => Some(arg(0)? | arg(1)?),
         Opcode::Xor if pred => Some(arg(0)? ^ arg(1)?),
         Opcode::Compare => {
-            use oxla_hlo::ir::ComparisonDirection as D;
             let operand = comp
                 .instruction(*instr.operands.first()?)
                 .shape
@@ -1063,14 +1062,8 @@ fn value_at(
                 return None;
             }
             let (a, b) = (arg(0)?, arg(1)?);
-            Some(i128::from(match instr.attrs.comparison_direction? {
-                D::Eq => a == b,
-                D::Ne => a != b,
-                D::Lt => a < b,
-                D::Le => a <= b,
-                D::Gt => a > b,
-                D::Ge => a >= b,
-            }))
+            let dir = instr.attrs.comparison_direction?;
+            Some(i128::from(crate::kernels::typed::compared(dir, a, b)))
         }
         _ => None,
     }

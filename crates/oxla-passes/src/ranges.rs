@@ -124,28 +124,8 @@ fn element_ranges(
         t.is_integral().then_some(t)
     };
     // The counter the condition tests, and the number of trips.
-    let test = cond.root_instruction();
-    let &[a, b] = test.operands.as_slice() else {
-        return None;
-    };
-    let (a, b) = (cond.instruction(a), cond.instruction(b));
-    let (k, limit, direction) = match (state_element(cond, a), state_element(cond, b)) {
-        (Some(k), None) => (k, b.integer_constant()?, test.attrs.comparison_direction?),
-        (None, Some(k)) => (
-            k,
-            a.integer_constant()?,
-            flip(test.attrs.comparison_direction?),
-        ),
-        _ => return None,
-    };
-    let counter = ty(k)?;
-    if test.opcode != Opcode::Compare
-        || a.shape.element_type() != Some(counter)
-        || test
-            .attrs
-            .comparison_type
-            .is_some_and(|t| t != natural(counter))
-    {
+    let (k, limit, direction, counter) = element_test(cond, cond.root_instruction())?;
+    if ty(k)? != counter {
         return None;
     }
     let trips = trip_count(start(k)?, step(k)?, limit, direction, counter)?;
@@ -162,6 +142,34 @@ fn element_ranges(
             })
             .collect(),
     )
+}
+
+/// `instr` of `comp` as a comparison of a state element with an integer
+/// constant, in the order of the element's type: the element's index, the
+/// constant, the direction with the element on the left, and the type.
+fn element_test(
+    comp: &HloComputation,
+    instr: &HloInstruction,
+) -> Option<(usize, i128, ComparisonDirection, PrimitiveType)> {
+    let &[a, b] = instr.operands.as_slice() else {
+        return None;
+    };
+    if instr.opcode != Opcode::Compare {
+        return None;
+    }
+    let (a, b) = (comp.instruction(a), comp.instruction(b));
+    let direction = instr.attrs.comparison_direction?;
+    let (k, c, direction) = match (state_element(comp, a), state_element(comp, b)) {
+        (Some(k), None) => (k, b.integer_constant()?, direction),
+        (None, Some(k)) => (k, a.integer_constant()?, flip(direction)),
+        _ => return None,
+    };
+    let ty = a.shape.element_type()?;
+    let ordered = !instr
+        .attrs
+        .comparison_type
+        .is_some_and(|t| t != natural(ty));
+    (ty.is_integral() && ordered).then_some((k, c, direction, ty))
 }
 
 /// The comparison a type's values compare by.
@@ -222,32 +230,11 @@ fn decided(
     ranges: &[Option<(i128, i128)>],
 ) -> Option<bool> {
     use ComparisonDirection::*;
-    let &[a, b] = instr.operands.as_slice() else {
-        return None;
-    };
     // (A scalar: a constant of one element may have a shape like `[1]`.)
-    let scalar = instr.shape.as_array().is_some_and(|a| a.dims().is_empty());
-    if instr.opcode != Opcode::Compare || !scalar {
+    if !instr.shape.as_array().is_some_and(|a| a.dims().is_empty()) {
         return None;
     }
-    let (a, b): (&HloInstruction, &HloInstruction) = (comp.instruction(a), comp.instruction(b));
-    let (k, c, direction) = match (state_element(comp, a), state_element(comp, b)) {
-        (Some(k), None) => (k, b.integer_constant()?, instr.attrs.comparison_direction?),
-        (None, Some(k)) => (
-            k,
-            a.integer_constant()?,
-            flip(instr.attrs.comparison_direction?),
-        ),
-        _ => return None,
-    };
-    let ty = a.shape.element_type()?;
-    if instr
-        .attrs
-        .comparison_type
-        .is_some_and(|t| t != natural(ty))
-    {
-        return None;
-    }
+    let (k, c, direction, _) = element_test(comp, instr)?;
     let (lo, hi) = (*ranges.get(k)?)?;
     match direction {
         // Monotone in the element: the ends decide.

@@ -1030,6 +1030,11 @@ fn compare_fn(dir: ComparisonDirection, ty: PrimitiveType) -> Option<Typed> {
 }
 
 /// A comparison direction as the `DIR` of [`holds`].
+/// Whether `a dir b` holds.
+pub(crate) fn compared(dir: ComparisonDirection, a: i128, b: i128) -> bool {
+    compare(direction_code(dir), a, b)
+}
+
 fn direction_code(dir: ComparisonDirection) -> u8 {
     match dir {
         ComparisonDirection::Eq => 0,
