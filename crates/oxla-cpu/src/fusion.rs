@@ -987,22 +987,19 @@ fn tiled_nodes(
     Some((nodes, adds, inputs, results))
 }
 
-/// The one integer of constant `i` of `comp` (a scalar, or an array of one
-/// element).
+/// The one integer (or predicate, as 0 or 1) of constant `i` of `comp`.
 fn constant_int(comp: &HloComputation, i: usize) -> Option<i128> {
     let instr = comp.instructions().get(i)?;
-    if instr.opcode != Opcode::Constant {
-        return None;
-    }
-    let l = instr.attrs.literal.as_ref()?.as_array()?;
-    if l.element_count() != 1 {
-        return None;
-    }
-    match l.data().scalar(0) {
-        Scalar::Int(v) => Some(v),
-        Scalar::Pred(b) => Some(b as i128),
-        _ => None,
-    }
+    instr.integer_constant().or_else(|| {
+        let l = instr.attrs.literal.as_ref()?.as_array()?;
+        if instr.opcode != Opcode::Constant || l.element_count() != 1 {
+            return None;
+        }
+        match l.data().scalar(0) {
+            Scalar::Pred(b) => Some(b as i128),
+            _ => None,
+        }
+    })
 }
 
 /// A tiled loop's splat `i` (over `dims`) of an integer constant: the

@@ -11,13 +11,13 @@
 //!
 //! A body shared by several loops is left alone: its ranges are one loop's.
 
-use oxla_hlo::ir::{Attrs, ComparisonDirection, ComparisonType};
+use oxla_hlo::ir::{Attrs, ComparisonDirection};
 use oxla_hlo::{
     ComputationId, HloComputation, HloInstruction, HloModule, Literal, Opcode, PrimitiveType,
 };
 
 use crate::Pass;
-use crate::unroll::{flip, holds, state_element};
+use crate::unroll::{element_test, holds, state_element};
 
 pub struct LoopRanges;
 
@@ -142,43 +142,6 @@ fn element_ranges(
             })
             .collect(),
     )
-}
-
-/// `instr` of `comp` as a comparison of a state element with an integer
-/// constant, in the order of the element's type: the element's index, the
-/// constant, the direction with the element on the left, and the type.
-fn element_test(
-    comp: &HloComputation,
-    instr: &HloInstruction,
-) -> Option<(usize, i128, ComparisonDirection, PrimitiveType)> {
-    let &[a, b] = instr.operands.as_slice() else {
-        return None;
-    };
-    if instr.opcode != Opcode::Compare {
-        return None;
-    }
-    let (a, b) = (comp.instruction(a), comp.instruction(b));
-    let direction = instr.attrs.comparison_direction?;
-    let (k, c, direction) = match (state_element(comp, a), state_element(comp, b)) {
-        (Some(k), None) => (k, b.integer_constant()?, direction),
-        (None, Some(k)) => (k, a.integer_constant()?, flip(direction)),
-        _ => return None,
-    };
-    let ty = a.shape.element_type()?;
-    let ordered = !instr
-        .attrs
-        .comparison_type
-        .is_some_and(|t| t != natural(ty));
-    (ty.is_integral() && ordered).then_some((k, c, direction, ty))
-}
-
-/// The comparison a type's values compare by.
-fn natural(ty: PrimitiveType) -> ComparisonType {
-    if ty.is_signed_int() {
-        ComparisonType::Signed
-    } else {
-        ComparisonType::Unsigned
-    }
 }
 
 fn in_range(v: i128, ty: PrimitiveType) -> bool {

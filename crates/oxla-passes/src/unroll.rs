@@ -10,7 +10,7 @@
 //! and bound, overflow included; a loop that would run longer than
 //! [`MAX_TRIPS`] is left alone.
 
-use oxla_hlo::ir::ComparisonDirection;
+use oxla_hlo::ir::{ComparisonDirection, ComparisonType};
 use oxla_hlo::{HloComputation, HloInstruction, HloModule, InstrId, Opcode, PrimitiveType};
 
 use crate::Pass;
@@ -106,32 +106,7 @@ fn trip_count(
     init: InstrId,
 ) -> Option<usize> {
     // The condition: counter `k` compared with a constant.
-    let test = cond.root_instruction();
-    let &[a, b] = test.operands.as_slice() else {
-        return None;
-    };
-    let (a, b) = (cond.instruction(a), cond.instruction(b));
-    let direction = test.attrs.comparison_direction?;
-    let (k, limit, direction) = match (state_element(cond, a), state_element(cond, b)) {
-        (Some(k), None) => (k, b.integer_constant()?, direction),
-        (None, Some(k)) => (k, a.integer_constant()?, flip(direction)),
-        _ => return None,
-    };
-    if test.opcode != Opcode::Compare {
-        return None;
-    }
-    let ty = a.shape.element_type()?;
-    if !ty.is_integral() || b.shape.element_type() != Some(ty) {
-        return None;
-    }
-    let natural = if ty.is_signed_int() {
-        oxla_hlo::ir::ComparisonType::Signed
-    } else {
-        oxla_hlo::ir::ComparisonType::Unsigned
-    };
-    if test.attrs.comparison_type.is_some_and(|t| t != natural) {
-        return None;
-    }
+    let (k, limit, direction, ty) = element_test(cond, cond.root_instruction())?;
     // The body: the counter's next value is the counter plus a constant.
     let next = body.root_instruction();
     if next.opcode != Opcode::Tuple {
@@ -165,6 +140,46 @@ fn trip_count(
         v = wrap(v + by, ty);
     }
     Some(trips)
+}
+
+/// `instr` of `comp` as a comparison of a state element with an integer
+/// constant, in the order of the element's type: the element's index, the
+/// constant, the direction with the element on the left, and the type.
+pub(crate) fn element_test(
+    comp: &HloComputation,
+    instr: &HloInstruction,
+) -> Option<(usize, i128, ComparisonDirection, PrimitiveType)> {
+    let &[a, b] = instr.operands.as_slice() else {
+        return None;
+    };
+    if instr.opcode != Opcode::Compare {
+        return None;
+    }
+    let (a, b) = (comp.instruction(a), comp.instruction(b));
+    let direction = instr.attrs.comparison_direction?;
+    let (k, c, direction) = match (state_element(comp, a), state_element(comp, b)) {
+        (Some(k), None) => (k, b.integer_constant()?, direction),
+        (None, Some(k)) => (k, a.integer_constant()?, flip(direction)),
+        _ => return None,
+    };
+    let ty = a.shape.element_type()?;
+    if b.shape.element_type() != Some(ty) {
+        return None;
+    }
+    let ordered = !instr
+        .attrs
+        .comparison_type
+        .is_some_and(|t| t != natural(ty));
+    (ty.is_integral() && ordered).then_some((k, c, direction, ty))
+}
+
+/// The comparison a type's values compare by.
+fn natural(ty: PrimitiveType) -> ComparisonType {
+    if ty.is_signed_int() {
+        ComparisonType::Signed
+    } else {
+        ComparisonType::Unsigned
+    }
 }
 
 /// The direction that gives the same result with the operands swapped.
