@@ -1028,6 +1028,8 @@ pub(crate) struct Scratch<T> {
     /// read only registers and so leave memory idle, for longer than the
     /// hardware's prefetchers run ahead.
     pub(crate) prefetch: bool,
+    /// Lines to hint before each tile, for a row pipeline's next block.
+    pub(crate) ahead: Ahead,
 }
 
 /// Loops alone with this many passes over a tile or more prefetch their
@@ -1066,6 +1068,88 @@ fn prefetch_share<T>(
             super::gather::prefetch(d, base + l0 * per_line, (l1 - l0) * per_line);
         }
     }
+}
+
+/// Memory a row pipeline hints into cache while it computes: the next block
+/// of rows of its inputs, a few lines before each tile (or reduced row) of
+/// every stage. Between blocks the hardware's prefetchers would otherwise
+/// idle while the stages compute in cache, and the first stage of each
+/// block would wait for memory; a block's lines spread over its tiles
+/// overlap that wait with the arithmetic. (A stand-alone layer-norm-shaped
+/// pipeline on one core, blocks of 128 KiB: 3.40 ms without, 2.80 ms with
+/// a line every 64 elements, and the same with 16 lines before each
+/// 1024-element row; two cores 1.96 against 1.67 ms. Issuing a block's
+/// lines in one burst per stage was slower than none.)
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Ahead {
+    /// Byte address ranges `[start, end)` still to hint, the next last.
+    ranges: Vec<(usize, usize)>,
+    /// Lines hinted per tile.
+    per_tile: usize,
+}
+
+impl Ahead {
+    /// Hints `ranges` (byte addresses, in order), `per_tile` lines before
+    /// each tile from now on.
+    pub(crate) fn start(
+        &mut self,
+        ranges: impl DoubleEndedIterator<Item = (usize, usize)>,
+        per_tile: usize,
+    ) {
+        self.ranges.clear();
+        self.ranges.extend(ranges.rev().filter(|(a, b)| a < b));
+        self.per_tile = if self.ranges.is_empty() { 0 } else { per_tile };
+    }
+
+    /// Stops hinting (what is left is dropped).
+    pub(crate) fn stop(&mut self) {
+        self.ranges.clear();
+        self.per_tile = 0;
+    }
+
+    /// Before a tile: the next share of lines.
+    #[inline(always)]
+    pub(crate) fn step(&mut self) {
+        if self.per_tile != 0 {
+            self.hint();
+        }
+    }
+
+    fn hint(&mut self) {
+        self.take(prefetch_line);
+    }
+
+    /// Passes the addresses of the next share of lines to `each`.
+    fn take(&mut self, mut each: impl FnMut(usize)) {
+        let mut n = self.per_tile;
+        while n > 0 {
+            let Some(r) = self.ranges.last_mut() else {
+                self.per_tile = 0;
+                return;
+            };
+            let lines = n.min((r.1 - r.0).div_ceil(64));
+            (0..lines).for_each(|k| each(r.0 + 64 * k));
+            r.0 += 64 * lines;
+            if r.0 >= r.1 {
+                self.ranges.pop();
+            }
+            n -= lines;
+        }
+    }
+}
+
+/// Hints the cache line at byte address `at` into the first-level cache.
+#[inline(always)]
+fn prefetch_line(at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE is part of x86_64, and a prefetch only hints: it never
+    // faults, whatever the address, and changes no memory.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(std::ptr::without_provenance::<i8>(at));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
 }
 
 impl<T: Float> Scratch<T> {
@@ -1116,6 +1200,7 @@ impl<T: Float> Scratch<T> {
             step: TILE,
             chunk_costly: false,
             prefetch: false,
+            ahead: Ahead::default(),
         }
     }
 }
@@ -2084,6 +2169,7 @@ fn tile<T: Float, const FMA: bool>(
     extra: &mut Extra<'_, T>,
     scratch: &mut Scratch<T>,
 ) {
+    scratch.ahead.step();
     let len = out.len();
     let mut streamed = false;
     #[cfg(target_arch = "x86_64")]
@@ -2571,6 +2657,30 @@ impl Kernel for MultiLoop {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ahead_hints_each_line_once_in_order() {
+        let mut ahead = Ahead::default();
+        ahead.start([(0, 640), (1000, 1130), (5, 5)].into_iter(), 3);
+        let mut steps: Vec<Vec<usize>> = Vec::new();
+        for _ in 0..6 {
+            let mut lines = Vec::new();
+            ahead.take(|at| lines.push(at));
+            steps.push(lines);
+        }
+        let want: Vec<usize> = (0..640).step_by(64).chain([1000, 1064, 1128]).collect();
+        assert_eq!(steps.concat(), want);
+        assert!(steps[..4].iter().all(|s| s.len() == 3), "{steps:?}");
+        assert_eq!(steps[4].len(), 1);
+        assert!(steps[5].is_empty());
+        // Done: later tiles hint nothing, and stopping drops what is left.
+        assert_eq!(ahead.per_tile, 0);
+        ahead.start([(0, 6400)].into_iter(), 2);
+        ahead.stop();
+        let mut after = 0;
+        ahead.take(|_| after += 1);
+        assert_eq!(after, 0);
+    }
+
     use super::*;
 
     /// Streamed copies of every width this CPU has, at every alignment of the

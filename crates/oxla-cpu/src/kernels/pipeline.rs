@@ -122,7 +122,15 @@ pub(crate) struct RowPipeline {
     widest: usize,
     /// The value slot each stage computes (for listings).
     outputs: Vec<usize>,
+    /// Pipeline inputs read row by row in memory order, and their elements
+    /// per pipeline row: the next block of each is hinted into cache while
+    /// the stages compute (see [`fused::Ahead`]).
+    streamed: Vec<(usize, usize)>,
 }
+
+/// Inputs of at least this many bytes have their next block hinted into
+/// cache ([`fused::Ahead`]); smaller ones stay in cache between runs.
+const AHEAD_MIN_BYTES: usize = 1 << 20;
 
 /// The smallest `k` with `dims[..k]` multiplying to `rows`.
 fn leading(dims: &[i64], rows: usize) -> Option<usize> {
@@ -161,6 +169,15 @@ fn row_local(view: &View, dims: &[i64], k: usize, per_row: usize) -> bool {
     lo >= 0 && hi < per_row
 }
 
+/// The elements per pipeline row of a buffer that `view` over `dims` (the
+/// first `k` leading) reads as consecutive runs, one per row in order: row
+/// `r` within elements `[r * n, (r + 1) * n)`.
+fn row_run(view: &View, dims: &[i64], k: usize) -> Option<usize> {
+    let d = (0..k).rev().find(|&d| dims[d] != 1)?;
+    let n = view.strides[d];
+    (n > 0 && row_local(view, dims, k, n as usize)).then_some(n as usize)
+}
+
 /// Compiles a chain of stages: each with the value slots of its kernel
 /// inputs and its own output slot. Returns the pipeline and the slots of
 /// its inputs, or `None` if the chain does not qualify.
@@ -181,6 +198,7 @@ pub(crate) fn build(chain: &[(Stage, Vec<usize>, usize)]) -> Option<(RowPipeline
         return None;
     }
     let mut externals: Vec<usize> = Vec::new();
+    let mut streamed: Vec<(usize, usize)> = Vec::new();
     let mut stages: Vec<PipeStage> = Vec::new();
     let mut widest = 1usize;
     for (s, (stage, inputs, _)) in chain.iter().enumerate() {
@@ -211,6 +229,16 @@ pub(crate) fn build(chain: &[(Stage, Vec<usize>, usize)]) -> Option<(RowPipeline
                 }
             })
             .collect();
+        // Inputs read in memory order, a contiguous run per pipeline row.
+        for leaf in &expr.leaves {
+            if let Leaf::Input { input, view, .. } = leaf
+                && let Some(From::External(j)) = from.get(*input)
+                && let Some(per_row) = row_run(view, dims, k)
+                && !streamed.contains(&(*j, per_row))
+            {
+                streamed.push((*j, per_row));
+            }
+        }
         // Reads of earlier stages: float data, within the row.
         let mut shifts = Vec::new();
         let mut view_index = 0usize;
@@ -313,6 +341,7 @@ pub(crate) fn build(chain: &[(Stage, Vec<usize>, usize)]) -> Option<(RowPipeline
             block,
             widest,
             outputs: chain.iter().map(|c| c.2).collect(),
+            streamed,
         },
         externals,
     ))
@@ -383,6 +412,33 @@ impl RowPipeline {
         ArrayLiteral::new(shape, T::wrap(out)).map_err(|e| e.to_string())
     }
 
+    /// About how many tiles (and reduced rows) the stages take over `rows`
+    /// pipeline rows, each of which hints its share of the next block; an
+    /// underestimate, so that the hints end within the block.
+    fn tiles<T: Float>(&self, rows: usize, scratches: &[Scratch<T>]) -> usize {
+        self.stages
+            .iter()
+            .zip(scratches)
+            .map(|(s, scratch)| {
+                let step = scratch.step.min(scratch.cap()).max(1);
+                let (q, len, tiled) = match &s.walk {
+                    Walk::Rows { q, row_len, .. } => (*q, *row_len, true),
+                    Walk::Reduce { q, cols, .. } => (*q, *cols, false),
+                    Walk::Span { .. } => return rows.div_ceil(step),
+                };
+                if len < step {
+                    // Short rows, several to a tile.
+                    (rows * q * len).div_ceil(step)
+                } else if tiled {
+                    rows * q * len.div_ceil(step)
+                } else {
+                    // A reduction hints once a row.
+                    rows * q
+                }
+            })
+            .sum()
+    }
+
     /// Whether stage `k` keeps its output for one block only: a loop stage
     /// before the last, which only later stages read (within the row).
     fn local(&self, k: usize) -> bool {
@@ -432,9 +488,38 @@ impl RowPipeline {
                 scratch
             })
             .collect();
+        // The streamed inputs' data, where large enough to be worth hinting:
+        // (byte address, bytes per pipeline row).
+        let hinted: Vec<(usize, usize)> = self
+            .streamed
+            .iter()
+            .filter_map(|&(j, per_row)| {
+                let a = inputs.get(j)?;
+                let (at, bytes) =
+                    oxla_hlo::with_array_data!(a.data(), v => (v.as_ptr() as usize, std::mem::size_of_val(&v[..])));
+                (a.element_count() == per_row * self.rows && bytes >= AHEAD_MIN_BYTES)
+                    .then_some((at, bytes / self.rows))
+            })
+            .collect();
+        let mut ahead = fused::Ahead::default();
         let mut b0 = first;
         while b0 < end {
             let b1 = (b0 + self.block).min(end);
+            // The next block's rows, hinted a share before each tile.
+            let next = b1..(b1 + self.block).min(end);
+            if !hinted.is_empty() && !next.is_empty() {
+                let lines: usize = hinted
+                    .iter()
+                    .map(|&(_, n)| (n * next.len()).div_ceil(64))
+                    .sum();
+                let tiles = self.tiles(b1 - b0, &scratches).max(1);
+                ahead.start(
+                    hinted
+                        .iter()
+                        .map(|&(at, n)| (at + n * next.start, at + n * next.end)),
+                    lines.div_ceil(tiles),
+                );
+            }
             // Reads of local stages move from the last block to this one.
             for (w, stage) in walks.iter_mut().zip(&self.stages) {
                 let space = w.space_mut();
@@ -462,6 +547,7 @@ impl RowPipeline {
                 } else {
                     (b0 - first) * e..(b1 - first) * e
                 };
+                std::mem::swap(&mut ahead, &mut scratches[s].ahead);
                 match (&walks[s], &mut scratches[s]) {
                     (Walk::Rows { space, q, row_len }, scratch) => fused::dispatch(
                         expr,
@@ -511,6 +597,7 @@ impl RowPipeline {
                         );
                     }
                 }
+                std::mem::swap(&mut ahead, &mut scratches[s].ahead);
                 // The block's values, complete, rounded as the half array
                 // would hold them.
                 match stage.narrow {
@@ -521,6 +608,7 @@ impl RowPipeline {
                     None => {}
                 }
             }
+            ahead.stop();
             b0 = b1;
         }
         if stream {
@@ -591,6 +679,15 @@ mod tests {
         assert!(!row_local(&t, &[4, 8], 1, 4));
         // The same buffer read in place is local.
         assert!(row_local(&View::contiguous(&[4, 8]), &[4, 8], 1, 8));
+        // Runs of consecutive elements, one per row, in order.
+        assert_eq!(row_run(&View::contiguous(&[4, 8]), &[4, 8], 1), Some(8));
+        assert_eq!(
+            row_run(&View::contiguous(&[4, 1, 8]), &[4, 1, 8], 1),
+            Some(8)
+        );
+        assert_eq!(row_run(&v, &[4, 8], 1), Some(1));
+        assert_eq!(row_run(&w, &[4, 8], 1), None);
+        assert_eq!(row_run(&t, &[4, 8], 1), None);
         assert_eq!(leading(&[4, 1, 8], 4), Some(1));
         assert_eq!(leading(&[2, 2, 8], 4), Some(2));
         assert_eq!(leading(&[3, 8], 4), None);

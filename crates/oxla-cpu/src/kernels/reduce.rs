@@ -901,6 +901,7 @@ fn rows_generic<T: Float, const FMA: bool>(
         let out_step = plan.out_strides[last - 1];
         let mut row = first_row;
         while row < first_row + rows {
+            scratch.ahead.step();
             let k = pack.rows_at(row, first_row + rows - row);
             row_offsets(&plan.space, row, &mut offsets);
             pack.fill(&plan.space, sources, &offsets, k);
@@ -949,6 +950,7 @@ fn rows_generic<T: Float, const FMA: bool>(
         return;
     }
     for row in first_row..first_row + rows {
+        scratch.ahead.step();
         row_offsets(&plan.space, row, &mut offsets);
         // Absolute output index of the row's first element; `out` starts at `out_base`.
         let row_out = plan.out_offset(row);
