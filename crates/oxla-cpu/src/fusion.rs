@@ -268,6 +268,8 @@ pub(crate) fn plan(module: &HloModule, comp: &HloComputation, live: &[bool]) -> 
         emitted[k] = true;
         let planned = if instr.opcode == Opcode::Reduce {
             plan_reduce(module, comp, k, &users).map(|p| (p, None))
+        } else if let Some(p) = plan_fft_abs(comp, k, &users) {
+            Some((p, None))
         } else if is_index_op(instr.opcode) {
             plan_copy(comp, k, &users)
                 .or_else(|| plan_loop(comp, k, &users))
@@ -1216,6 +1218,22 @@ fn rotation(
     let ok = instr.opcode == Opcode::Or && x == y && (0..=width).contains(&k) && k + j == width;
     let f = crate::kernels::typed::rotate_fn(ty)?;
     ok.then_some((f, x, (k % width) as u32))
+}
+
+/// `abs` at `k` of an RFFT that only it reads: one kernel (see
+/// [`crate::kernels::fft::plan_abs`]).
+fn plan_fft_abs(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<Planned> {
+    let instr = comp.instruction(InstrId::new(k));
+    let &[fft] = &instr.operands[..] else {
+        return None;
+    };
+    let f = comp.instruction(fft);
+    if instr.opcode != Opcode::Abs || f.opcode != Opcode::Fft || users[fft.index()] != [k] {
+        return None;
+    }
+    let kernel = crate::kernels::fft::plan_abs(comp, f, instr.shape.as_array()?)?;
+    let x = *f.operands.first()?;
+    Some((BTreeSet::from([k, fft.index()]), kernel, vec![x.index()]))
 }
 
 /// A chain of index operations over one input, of any element type: a copy.

@@ -2871,6 +2871,51 @@ fn ffts_of_every_kind_agree_with_the_direct_sums() {
     }
 }
 
+/// `abs` of a one-axis RFFT that only it reads is one kernel, which takes
+/// each line's absolute values right after its transform: they agree with
+/// the interpreter's direct sums, and bit for bit with `abs` of the same
+/// transform run as two steps.
+#[test]
+fn absolute_values_of_an_rfft_are_taken_line_by_line() {
+    for (dims, out, n) in [
+        ("130,1024", "130,513", 1024),
+        ("8,1001", "8,501", 1001),
+        ("3,1", "3,1", 1),
+    ] {
+        let text = format!(
+            "HloModule f\nENTRY e {{\n  x = f32[{dims}] parameter(0)\n  s = c64[{out}] fft(x), fft_type=RFFT, fft_length={{{n}}}\n  ROOT a = f32[{out}] abs(s)\n}}\n"
+        );
+        let listing = check_fft(&text, n, true);
+        assert!(
+            listing.contains("fft with the absolute values"),
+            "{listing}"
+        );
+        assert!(!listing.contains("element-wise"), "{listing}");
+        // The spectrum also a result: two steps.
+        let both = text.replace("ROOT a =", "a =").replace(
+            "abs(s)\n",
+            &format!("abs(s)\n  ROOT t = (f32[{out}], c64[{out}]) tuple(a, s)\n"),
+        );
+        let module = oxla_text::parse_module(&both).unwrap_or_else(|e| panic!("{e}\n{both}"));
+        let two = oxla_cpu::compile(&module).expect("it compiles");
+        assert!(
+            !two.describe().contains("with the absolute values"),
+            "{}",
+            two.describe()
+        );
+        let one =
+            oxla_cpu::compile(&oxla_text::parse_module(&text).expect("parses")).expect("compiles");
+        let options = EvalOptions::default();
+        let args = arguments(&module, 3);
+        let fused = one.execute(&args, &options, &NoServices).expect("cpu");
+        let apart = two.execute(&args, &options, &NoServices).expect("cpu");
+        let Literal::Tuple(parts) = &apart else {
+            panic!("a tuple")
+        };
+        assert!(fused.bitwise_eq(&parts[0]), "{dims}");
+    }
+}
+
 #[test]
 fn a_select_on_one_predicate_hands_on_the_operand_it_picks() {
     // JAX's factorisations end with `select(broadcast(ok), x, nan)`: the

@@ -39,6 +39,9 @@ pub(crate) trait Precision: rustfft::FftNum {
     fn of_f64(v: f64) -> Self;
     fn to_f32(self) -> f32;
     fn to_f64(self) -> f64;
+    /// `abs` of each of `line` rounded to c64, into `out`: the f32 values
+    /// `abs` of the c64 transform gives.
+    fn abs_c64(line: &[Complex<Self>], out: &mut [f32]);
 }
 
 impl Precision for f32 {
@@ -54,6 +57,9 @@ impl Precision for f32 {
     fn to_f64(self) -> f64 {
         self as f64
     }
+    fn abs_c64(line: &[Complex32], out: &mut [f32]) {
+        super::typed::abs_c64_into(line, out);
+    }
 }
 
 impl Precision for f64 {
@@ -68,6 +74,13 @@ impl Precision for f64 {
     }
     fn to_f64(self) -> f64 {
         self
+    }
+    fn abs_c64(line: &[Complex64], out: &mut [f32]) {
+        let rounded: Vec<Complex32> = line
+            .iter()
+            .map(|c| Complex32::new(c.re as f32, c.im as f32))
+            .collect();
+        super::typed::abs_c64_into(&rounded, out);
     }
 }
 
@@ -85,6 +98,10 @@ pub(crate) struct FftKernel<T: Precision> {
     real: Option<RealPlan<T>>,
     /// IRFFT's inverse transform of the last axis's full length.
     last: Option<Arc<dyn Fft<T>>>,
+    /// A one-axis RFFT to c64 whose only user is `abs`: the kernel gives
+    /// the f32 absolute values (`out` is their shape), each line's taken
+    /// while its spectrum is in cache ([`plan_abs`]).
+    abs: bool,
 }
 
 /// The kernel of `fft` instruction `instr`, in f64 if its operand or
@@ -157,7 +174,35 @@ fn plan_in<T: Precision>(
         plans,
         real,
         last,
+        abs: false,
     })
+}
+
+/// The kernel of `abs(fft)`, where `fft` is a one-axis RFFT of f32 values
+/// to c64 and `abs` (of shape `out`) its only user: one kernel that takes
+/// each line's absolute values right after its transform, instead of a
+/// pass over the whole c64 spectrum after all of them.
+pub(crate) fn plan_abs(
+    comp: &HloComputation,
+    fft: &HloInstruction,
+    out: &ArrayShape,
+) -> Option<Box<dyn Kernel>> {
+    use oxla_hlo::PrimitiveType::{C64, F32};
+    let x = comp.instruction(*fft.operands.first()?).shape.as_array()?;
+    let spectrum = fft.shape.as_array()?;
+    let one_axis = fft.attrs.fft_length.as_ref()?.len() == 1;
+    if fft.attrs.fft_type? != FftType::Rfft
+        || !one_axis
+        || x.element_type() != F32
+        || spectrum.element_type() != C64
+        || out.element_type() != F32
+        || out.dims() != spectrum.dims()
+    {
+        return None;
+    }
+    let mut kernel = plan_in::<f32>(x, out, fft)?;
+    kernel.abs = true;
+    Some(Box::new(kernel))
 }
 
 /// A real-to-complex transform of `n` points. An even `n` is a complex
@@ -284,7 +329,7 @@ fn rfft_lines<T: Precision, O: Send>(
     x: &ArrayData,
     real: &RealPlan<T>,
     out: &mut [O],
-    put: impl Fn(Complex<T>) -> O + Sync,
+    put: impl Fn(&[Complex<T>], &mut [O]) + Sync,
 ) -> Result<(), String> {
     let n = real.len();
     let m = n / 2 + 1;
@@ -331,9 +376,7 @@ fn rfft_lines<T: Precision, O: Send>(
         let (buf, spectrum, scratch, rev) = state;
         load(line, buf);
         real.process(buf, spectrum, scratch, rev)?;
-        for (o, &c) in o.iter_mut().zip(spectrum.iter()) {
-            *o = put(c);
-        }
+        put(spectrum, o);
         Ok(())
     };
     if x.len() >= FFT_PARALLEL_MIN && lines > 1 {
@@ -413,15 +456,25 @@ impl<T: Precision> FftKernel<T> {
     fn rfft(&self, x: &ArrayData, pool: &Pool) -> Result<ArrayData, String> {
         let real = self.real.as_ref().ok_or("an rfft of no points")?;
         let total = self.out.element_count().map_err(|e| e.to_string())?;
+        if self.abs {
+            if !self.plans.is_empty() {
+                return Err("abs of an rfft of more than one axis".into());
+            }
+            let mut o = pool.take::<f32>(total);
+            rfft_lines(x, real, &mut o, T::abs_c64)?;
+            return Ok(ArrayData::F32(o));
+        }
         if self.plans.is_empty() && self.out.element_type() == oxla_hlo::PrimitiveType::C64 {
             let mut o = pool.take::<Complex32>(total);
-            rfft_lines(x, real, &mut o, |c| {
-                Complex32::new(c.re.to_f32(), c.im.to_f32())
+            rfft_lines(x, real, &mut o, |line, o| {
+                for (o, c) in o.iter_mut().zip(line) {
+                    *o = Complex32::new(c.re.to_f32(), c.im.to_f32());
+                }
             })?;
             return Ok(ArrayData::C64(o));
         }
         let mut data = vec![Complex::new(T::zero(), T::zero()); total];
-        rfft_lines(x, real, &mut data, |c| c)?;
+        rfft_lines(x, real, &mut data, |line, o| o.copy_from_slice(line))?;
         let dims = self.out.dims_usize();
         let complex_axes = &self.axes[..self.axes.len() - 1];
         if complex_axes.len() != self.plans.len() {
@@ -539,6 +592,13 @@ impl<T: Precision> FftKernel<T> {
 impl<T: Precision> Kernel for FftKernel<T> {
     fn name(&self) -> &'static str {
         "fft"
+    }
+
+    fn detail(&self, _name_of: &dyn Fn(usize) -> String) -> String {
+        match self.abs {
+            true => " with the absolute values".into(),
+            false => String::new(),
+        }
     }
 
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {

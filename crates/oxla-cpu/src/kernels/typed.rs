@@ -1214,33 +1214,38 @@ fn abs_c64_sqrt(re: f32, im: f32) -> (f32, bool) {
     (r as f32, near_half | !normal)
 }
 
-/// [`abs_c64_one`] over an array: blocks of the vectorised square root,
-/// and `hypot` again for the rare block with an element that needs it.
+/// [`abs_c64_one`] over an array (see [`abs_c64_into`]).
 fn abs_c64(x: &ArrayData, o: &mut ArrayData) -> bool {
-    const BLOCK: usize = 64;
     match (Complex32::slice(x), f32::slice_mut(o)) {
         (Some(x), Some(o)) if x.len() == o.len() => {
-            // The loop stays small enough to be inlined into the vector
-            // unit's copy of `vectorized` (a closure that is not inlined
-            // is compiled for the baseline: SSE2's two f64 lanes); `hypot`
-            // is called out of line.
-            vectorized(o.len(), move || {
-                for (o, x) in o.chunks_mut(BLOCK).zip(x.chunks(BLOCK)) {
-                    let mut hard = false;
-                    for (o, z) in o.iter_mut().zip(x) {
-                        let (r, h) = abs_c64_sqrt(z.re, z.im);
-                        *o = r;
-                        hard |= h;
-                    }
-                    if hard {
-                        abs_c64_hypot(x, o);
-                    }
-                }
-            });
+            abs_c64_into(x, o);
             true
         }
         _ => false,
     }
+}
+
+/// [`abs_c64_one`] of each of `x`, into `o` (of the same length): blocks of
+/// the vectorised square root, and `hypot` again for the rare block with
+/// an element that needs it.
+pub(crate) fn abs_c64_into(x: &[Complex32], o: &mut [f32]) {
+    const BLOCK: usize = 64;
+    // The loop stays small enough to be inlined into the vector unit's
+    // copy of `vectorized` (a closure that is not inlined is compiled for
+    // the baseline: SSE2's two f64 lanes); `hypot` is called out of line.
+    vectorized(o.len(), move || {
+        for (o, x) in o.chunks_mut(BLOCK).zip(x.chunks(BLOCK)) {
+            let mut hard = false;
+            for (o, z) in o.iter_mut().zip(x) {
+                let (r, h) = abs_c64_sqrt(z.re, z.im);
+                *o = r;
+                hard |= h;
+            }
+            if hard {
+                abs_c64_hypot(x, o);
+            }
+        }
+    });
 }
 
 /// [`abs_c64_one`] of each of `x`, into `o`: a block with an element that
