@@ -1140,7 +1140,7 @@ impl Ahead {
 
 /// Hints the cache line at byte address `at` into the first-level cache.
 #[inline(always)]
-fn prefetch_line(at: usize) {
+pub(crate) fn prefetch_line(at: usize) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: SSE is part of x86_64, and a prefetch only hints: it never
     // faults, whatever the address, and changes no memory.

@@ -245,21 +245,13 @@ const PREFETCH_AHEAD: usize = 4;
 /// Hints that `len` elements of `src` from `at` will be read soon.
 #[inline(always)]
 pub(crate) fn prefetch<T>(src: &[T], at: usize, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let bytes = (len * size_of::<T>()).min(4096);
-        if let Some(row) = src.get(at..) {
-            let p = row.as_ptr().cast::<i8>();
-            for line in (0..bytes).step_by(64) {
-                // SAFETY: SSE is part of x86_64, and a prefetch only
-                // hints (it never faults, whatever the address).
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line)) };
-            }
+    let bytes = (len * size_of::<T>()).min(4096);
+    if let Some(row) = src.get(at..) {
+        let p = row.as_ptr() as usize;
+        for line in (0..bytes).step_by(64) {
+            super::fused::prefetch_line(p + line);
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (src, at, len);
 }
 
 /// Copies the window at `s` in `src` to `d` in `dst`; runs of contiguous
