@@ -199,6 +199,20 @@ fn reductions_in_every_layout() {
     check(&wide("add"), 1e-4);
     check(&wide("maximum"), 0.0);
     check(&wide("minimum"), 0.0);
+    // Long rows read two at a time (in turns, two streams from memory),
+    // an odd number of them, over each axis. Summed down the columns on
+    // one thread, each output meets the rows in order, as the
+    // interpreter's do: exactly its sums.
+    for rows in [7, 301] {
+        let pairs = wide("add").replace("f32[300,2500]", &format!("f32[{rows},2500]"));
+        let exact = if rows < 10 { 0.0 } else { 1e-4 };
+        check(&pairs, exact);
+        check(&pairs.replace("add(a, b)", "maximum(a, b)"), 0.0);
+        let across = pairs
+            .replace("dimensions={0}", "dimensions={1}")
+            .replace("f32[2500] reduce", &format!("f32[{rows}] reduce"));
+        check(&across, 1e-4);
+    }
     // Short kept rows (batch norm's statistics over N, H and W), split too;
     // sums of 3000 values cancel to near 0, where f32's rounding in either
     // order is a few 1e-4.
