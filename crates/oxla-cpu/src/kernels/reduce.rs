@@ -147,8 +147,8 @@ fn fold<T: Float>(op: Binary, t: &[T]) -> T {
     }
 }
 
-/// Rows at least this long have their sums folded in pairs (see
-/// [`fold_pair`]).
+/// Plain rows at least this long are reduced two at a time (see
+/// [`fold_pair`] and `rows_generic`).
 const PAIR_MIN_BYTES: usize = 2048;
 
 /// Whether [`fold_pair`] folds rows of `T` by `op` (f32 sums on a CPU
@@ -1043,97 +1043,69 @@ fn rows_generic<T: Float, const FMA: bool>(
         }
         return;
     }
-    if inner_reduced
-        && let Some(data) = direct
-        && folds_pairs::<T>(r.op)
-        && cols * std::mem::size_of::<T>() >= PAIR_MIN_BYTES
-        && rows > 1
-    {
-        // Long plain rows, summed two at a time (see `fold_pair`).
+    // Long rows of plain data are read two at a time, in turns, so that two
+    // streams come from memory together; an odd last row takes the loop
+    // below, one row at a time as every other row does.
+    let end = first_row + rows;
+    let mut row = first_row;
+    let long = cols * std::mem::size_of::<T>() >= PAIR_MIN_BYTES;
+    // The data index of row `row`'s first column, its offsets left in `at`.
+    let start = |row: usize, at: &mut Vec<i64>| {
+        row_offsets(&plan.space, row, at);
+        (at[0] + col0 as i64) as usize
+    };
+    if let Some(data) = direct.filter(|_| long && end - row > 1) {
         let mut second = Vec::with_capacity(offsets.capacity());
-        let mut row = first_row;
-        while row + 1 < first_row + rows {
-            scratch.ahead.step();
-            scratch.ahead.step();
-            row_offsets(&plan.space, row, &mut offsets);
-            row_offsets(&plan.space, row + 1, &mut second);
-            let (b0, b1) = (
-                (offsets[0] + col0 as i64) as usize,
-                (second[0] + col0 as i64) as usize,
-            );
-            let (x, y) = (&data[b0..b0 + cols], &data[b1..b1 + cols]);
-            let (s0, s1) = fold_pair(r.op, x, y).unwrap_or_else(|| (fold(r.op, x), fold(r.op, y)));
-            let (o0, o1) = (
-                plan.out_offset(row) - out_base,
-                plan.out_offset(row + 1) - out_base,
-            );
-            out[o0] = combine(r.op, out[o0], s0);
-            out[o1] = combine(r.op, out[o1], s1);
-            row += 2;
-        }
-        if row < first_row + rows {
-            scratch.ahead.step();
-            row_offsets(&plan.space, row, &mut offsets);
-            let base = (offsets[0] + col0 as i64) as usize;
-            let o = plan.out_offset(row) - out_base;
-            out[o] = combine(r.op, out[o], fold(r.op, &data[base..base + cols]));
-        }
-        return;
-    }
-    if !inner_reduced
-        && let Some(data) = direct
-        && cols * std::mem::size_of::<T>() >= PAIR_MIN_BYTES
-        && rows > 1
-    {
-        // Long plain rows accumulated into kept outputs, two rows at a time
-        // in turns of a kilobyte (two streams from memory, as in
-        // `fold_pair`): the column sums of an f32[4096, 4096] took 3.0 ms
-        // against 3.9-4.0 one row after the other. Each output meets the
-        // first row's value and then the second's, as one row after the
-        // other would give it.
-        let turn = (1024 / std::mem::size_of::<T>()).max(1);
-        let mut second = Vec::with_capacity(offsets.capacity());
-        let mut row = first_row;
-        while row < first_row + rows {
-            let pair = row + 1 < first_row + rows;
-            scratch.ahead.step();
-            row_offsets(&plan.space, row, &mut offsets);
-            let (b0, o0) = (
-                (offsets[0] + col0 as i64) as usize,
-                plan.out_offset(row) + col0 - out_base,
-            );
-            let (b1, o1) = if pair {
+        if inner_reduced && folds_pairs::<T>(r.op) {
+            // Sums along the rows (see `fold_pair`).
+            while row + 1 < end {
                 scratch.ahead.step();
-                row_offsets(&plan.space, row + 1, &mut second);
-                (
-                    (second[0] + col0 as i64) as usize,
-                    plan.out_offset(row + 1) + col0 - out_base,
-                )
-            } else {
-                (b0, o0)
-            };
-            let mut c = 0;
-            while c < cols {
-                let len = turn.min(cols - c);
-                accumulate(
-                    r.op,
-                    &mut out[o0 + c..o0 + c + len],
-                    &data[b0 + c..b0 + c + len],
+                scratch.ahead.step();
+                let (b0, b1) = (start(row, &mut offsets), start(row + 1, &mut second));
+                let (x, y) = (&data[b0..b0 + cols], &data[b1..b1 + cols]);
+                let (s0, s1) =
+                    fold_pair(r.op, x, y).unwrap_or_else(|| (fold(r.op, x), fold(r.op, y)));
+                let (o0, o1) = (
+                    plan.out_offset(row) - out_base,
+                    plan.out_offset(row + 1) - out_base,
                 );
-                if pair {
+                out[o0] = combine(r.op, out[o0], s0);
+                out[o1] = combine(r.op, out[o1], s1);
+                row += 2;
+            }
+        } else if !inner_reduced {
+            // Rows accumulated into kept outputs, in turns of a kilobyte:
+            // the column sums of an f32[4096, 4096] took 3.0 ms against
+            // 3.9-4.0 one row after the other. Each output meets the first
+            // row's value and then the second's, as one row after the other
+            // would give it.
+            let turn = (1024 / std::mem::size_of::<T>()).max(1);
+            while row + 1 < end {
+                scratch.ahead.step();
+                scratch.ahead.step();
+                let (b0, b1) = (start(row, &mut offsets), start(row + 1, &mut second));
+                let (o0, o1) = (
+                    plan.out_offset(row) + col0 - out_base,
+                    plan.out_offset(row + 1) + col0 - out_base,
+                );
+                for c in (0..cols).step_by(turn) {
+                    let len = turn.min(cols - c);
+                    accumulate(
+                        r.op,
+                        &mut out[o0 + c..o0 + c + len],
+                        &data[b0 + c..b0 + c + len],
+                    );
                     accumulate(
                         r.op,
                         &mut out[o1 + c..o1 + c + len],
                         &data[b1 + c..b1 + c + len],
                     );
                 }
-                c += len;
+                row += 2;
             }
-            row += if pair { 2 } else { 1 };
         }
-        return;
     }
-    for row in first_row..first_row + rows {
+    for row in row..end {
         scratch.ahead.step();
         row_offsets(&plan.space, row, &mut offsets);
         // Absolute output index of the row's first element; `out` starts at `out_base`.
