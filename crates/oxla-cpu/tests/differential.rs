@@ -2092,6 +2092,8 @@ fn threefry_rounds_run_in_registers_as_the_operations_compute_them() {
             listing.contains("  t = tiled loop (threefry mixes)"),
             "{listing}"
         );
+        // Mixes keep the long tiles whatever their buffers take.
+        assert!(listing.contains("2048 elements a tile"), "{listing}");
     }
     // Each final word a result of its own: each loop mixes as far as its
     // word needs (the last round's rotation only `b` reads).
@@ -3528,6 +3530,14 @@ fn floor_divisions_and_modulos_by_constants_are_one_operation_each() {
             // (A division by 1 simplifies away.)
             assert!(
                 d == 1 || exe.describe().contains("2 floor divisions or modulos"),
+                "{ty} by {d}: {}",
+                exe.describe()
+            );
+            // Its buffers (the input and the two results at least, 12
+            // bytes an element in s32) would take more than half of L1 at
+            // 2048 elements a tile.
+            assert!(
+                d == 1 || ty != "s32" || exe.describe().contains("1024 elements a tile"),
                 "{ty} by {d}: {}",
                 exe.describe()
             );

@@ -20,8 +20,45 @@ use super::typed::{self, BinFn, ConvertFn, FloorFn, RemainderFn, RotateFn, Rotat
 use crate::buffer::Pool;
 use crate::value::Value;
 
-/// Elements per tile.
+/// Elements per tile at most: a tile of a few operations' values is
+/// dispatched once per node, so shorter tiles pay that more often (512
+/// took 1.2-1.5 ms for int_floordiv_mod on one core of the AMD EPYC with
+/// AVX-512 of 30 November 2026, against 0.86-0.89 for 1024).
 const TILE: usize = 2048;
+
+/// Elements per tile at least (see [`TILE`]).
+const TILE_MIN: usize = 1024;
+
+/// Bytes the tile buffers of one loop may take together: half of a 32 KiB
+/// L1 data cache, the rest being the input and output streams. The four
+/// s32 buffers of int_floordiv_mod's chain filled L1 at 2048 elements
+/// each; at 1024 one core took 0.90 ms against 1.00 (medians of five
+/// alternating runs on the EPYC above).
+const TILES_BYTES: usize = 16 << 10;
+
+/// The elements per tile of a loop without mixes whose slot buffers take
+/// `bytes` per element together: a power of two from [`TILE_MIN`] to
+/// [`TILE`] keeping them within [`TILES_BYTES`] where it can.
+fn tile_len(bytes: usize) -> usize {
+    let fits = TILES_BYTES / bytes.max(1);
+    let mut len = TILE;
+    while len > TILE_MIN && len > fits {
+        len /= 2;
+    }
+    len
+}
+
+/// The bytes per element of a loop's slot buffers together (a slot holds
+/// values of one element type, see [`assign_slots`]).
+fn slot_bytes(nodes: &[(Node, PrimitiveType)], slots: &[usize], slot_count: usize) -> usize {
+    let mut size = vec![0; slot_count];
+    for ((_, ty), &s) in nodes.iter().zip(slots) {
+        if let Some(b) = size.get_mut(s) {
+            *b = ty.byte_size();
+        }
+    }
+    size.iter().sum()
+}
 
 /// One value of the loop: a kernel input, or an operation on earlier ones.
 #[derive(Clone, Debug)]
@@ -235,6 +272,8 @@ pub(crate) struct TiledLoop {
     nodes: Vec<(Node, PrimitiveType)>,
     slots: Vec<usize>,
     slot_count: usize,
+    /// Elements per tile (see [`tile_len`]).
+    tile_elems: usize,
     /// One node (a loop's value), or several (a multi-output loop's, which
     /// makes a tuple; see [`TiledLoop::tuple`]).
     results: Vec<usize>,
@@ -264,10 +303,21 @@ impl TiledLoop {
         shapes: Vec<ArrayShape>,
     ) -> TiledLoop {
         let (slots, slot_count) = assign_slots(&nodes, &results);
+        // A mix keeps threefry's words in registers through its rounds, so
+        // its buffers are touched once per many operations, while its tile
+        // costs more to set up: JAX's uniform floats (a mix and 40 bytes of
+        // buffers an element) took 1.62 ms at 1024 elements a tile against
+        // 1.35 at 2048.
+        let mixes = nodes.iter().any(|(n, _)| matches!(n, Node::Mix(..)));
+        let tile = match mixes {
+            true => TILE,
+            false => tile_len(slot_bytes(&nodes, &slots, slot_count)),
+        };
         TiledLoop {
             nodes,
             slots,
             slot_count,
+            tile_elems: tile,
             results,
             tuple: None,
             shapes,
@@ -802,12 +852,13 @@ impl TiledLoop {
         if outs.len() != self.results.len() {
             return false;
         }
+        let tile = self.tile_elems;
         let tasks = if n >= PARALLEL_MIN {
-            (rayon::current_num_threads() * 4).min(n.div_ceil(TILE))
+            (rayon::current_num_threads() * 4).min(n.div_ceil(tile))
         } else {
             1
         };
-        let per_task = (n.div_ceil(TILE).div_ceil(tasks.max(1)) * TILE).max(TILE);
+        let per_task = (n.div_ceil(tile).div_ceil(tasks.max(1)) * tile).max(tile);
         // Outputs that could not stay in cache are streamed, as fused
         // loops' are (see `fused::streams_bytes`).
         let bytes: usize = outs
@@ -836,8 +887,8 @@ impl TiledLoop {
             let mut regs: Vec<ArrayData> = (0..self.slot_count)
                 .map(|_| tile_of(PrimitiveType::Pred, 0))
                 .collect();
-            for at in (0..len).step_by(TILE) {
-                if !self.tile(inputs, first + at, TILE.min(len - at), &mut regs) {
+            for at in (0..len).step_by(tile) {
+                if !self.tile(inputs, first + at, tile.min(len - at), &mut regs) {
                     return false;
                 }
                 for (&r, sink) in self.results.iter().zip(&mut sinks) {
@@ -903,10 +954,11 @@ impl Kernel for TiledLoop {
             .iter()
             .filter(|(n, _)| matches!(n, Node::Floor(..)))
             .count();
+        let tiles = format!(", {} elements a tile", self.tile_elems);
         match floors {
-            0 => format!(" of {} operations", self.nodes.len()),
+            0 => format!(" of {} operations{tiles}", self.nodes.len()),
             _ => format!(
-                " of {} operations, {floors} floor divisions or modulos",
+                " of {} operations, {floors} floor divisions or modulos{tiles}",
                 self.nodes.len()
             ),
         }
@@ -967,6 +1019,28 @@ pub(crate) fn make_tuple<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tiles_shrink_until_their_buffers_fit_half_of_l1() {
+        // Up to two s32 buffers (8 bytes an element) fit 2048 elements.
+        assert_eq!(tile_len(0), 2048);
+        assert_eq!(tile_len(8), 2048);
+        // Three or four (int_floordiv_mod's chain) take 1024.
+        assert_eq!(tile_len(12), 1024);
+        assert_eq!(tile_len(16), 1024);
+        // More stay at 1024: shorter tiles cost more in dispatch.
+        assert_eq!(tile_len(64), 1024);
+        // A loop's buffers, counted once per slot with its type's size: an
+        // input, a product reusing nothing, and a predicate.
+        let nodes = vec![
+            (Node::Input(0), PrimitiveType::S32),
+            (Node::Binary(bin, 0, 0), PrimitiveType::S32),
+            (Node::Binary(bin, 1, 0), PrimitiveType::Pred),
+        ];
+        let (slots, count) = assign_slots(&nodes, &[2]);
+        assert_eq!(count, 3, "{slots:?}");
+        assert_eq!(slot_bytes(&nodes, &slots, count), 9);
+    }
 
     // Node functions `fuse_mixes` never calls.
     fn bin(_: &ArrayData, _: &ArrayData, _: &mut ArrayData) -> bool {
