@@ -37,15 +37,19 @@ const TILE_MIN: usize = 1024;
 const TILES_BYTES: usize = 16 << 10;
 
 /// The elements per tile of a loop without mixes whose slot buffers take
-/// `bytes` per element together: a power of two from [`TILE_MIN`] to
-/// [`TILE`] keeping them within [`TILES_BYTES`] where it can.
+/// `bytes` per element together: [`TILE`] where they fit in
+/// [`TILES_BYTES`] so, else [`TILE_MIN`].
 fn tile_len(bytes: usize) -> usize {
-    let fits = TILES_BYTES / bytes.max(1);
-    let mut len = TILE;
-    while len > TILE_MIN && len > fits {
-        len /= 2;
+    if bytes.saturating_mul(TILE) > TILES_BYTES {
+        TILE_MIN
+    } else {
+        TILE
     }
-    len
+}
+
+/// Whether `nodes` hold a threefry [`Node::Mix`].
+fn has_mix(nodes: &[(Node, PrimitiveType)]) -> bool {
+    nodes.iter().any(|(n, _)| matches!(n, Node::Mix(..)))
 }
 
 /// The bytes per element of a loop's slot buffers together (a slot holds
@@ -308,8 +312,7 @@ impl TiledLoop {
         // costs more to set up: JAX's uniform floats (a mix and 40 bytes of
         // buffers an element) took 1.62 ms at 1024 elements a tile against
         // 1.35 at 2048.
-        let mixes = nodes.iter().any(|(n, _)| matches!(n, Node::Mix(..)));
-        let tile = match mixes {
+        let tile = match has_mix(&nodes) {
             true => TILE,
             false => tile_len(slot_bytes(&nodes, &slots, slot_count)),
         };
@@ -939,8 +942,7 @@ impl<T: NativeType> Sink for &mut [T] {
 
 impl Kernel for TiledLoop {
     fn name(&self) -> &'static str {
-        let mixes = self.nodes.iter().any(|(n, _)| matches!(n, Node::Mix(..)));
-        match (self.tuple.is_some(), mixes) {
+        match (self.tuple.is_some(), has_mix(&self.nodes)) {
             (false, false) => "tiled loop",
             (false, true) => "tiled loop (threefry mixes)",
             (true, false) => "multi-output tiled loop",
