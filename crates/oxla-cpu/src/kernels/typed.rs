@@ -1595,6 +1595,131 @@ mod tests {
             .ok_or_else(|| "no splat form".into())
     }
 
+    /// JAX's floor division and modulo of `a` by `d` (not 0), in i64.
+    fn floor_pair(a: i64, d: i64) -> (i64, i64) {
+        let (q, r) = (a / d, a % d);
+        if r != 0 && ((r < 0) != (d < 0)) {
+            (q - 1, r + d)
+        } else {
+            (q, r)
+        }
+    }
+
+    /// [`floor_fn`] of `ty` over `values` (as i64) by `d`, against
+    /// [`floor_pair`], both the quotient and the modulo.
+    fn floors_match<T: NativeType + Copy + TryFrom<i64> + Into<i64>>(
+        values: &[i64],
+        d: i64,
+    ) -> Result<(), String> {
+        let ty = T::TYPE;
+        let of = |v: i64| T::try_from(v).map_err(|_| format!("{v} is not a {ty:?}"));
+        let x: Vec<T> = values.iter().map(|&v| of(v)).collect::<Result<_, _>>()?;
+        let bits = Into::<i64>::into(of(d)?) as u64;
+        for modulo in [false, true] {
+            let f = floor_fn(ty, modulo).ok_or(format!("no floor for {ty:?}"))?;
+            let mut out = ArrayData::zeros(ty, x.len());
+            if !f(&T::wrap(x.clone()), bits, &mut out) {
+                return Err(format!("floor of {ty:?} by {d} failed"));
+            }
+            let got = T::slice(&out).ok_or("result type")?;
+            // Results wrap to the type, as XLA's `MIN / -1` does.
+            let shift = 64 - 8 * ty.byte_size() as u32;
+            for (&g, &a) in got.iter().zip(values) {
+                let (q, r) = floor_pair(a, d);
+                let want = (if modulo { r } else { q } << shift) >> shift;
+                if g.into() != want {
+                    let what = if modulo { "mod" } else { "//" };
+                    return Err(format!(
+                        "{a} {what} {d} ({ty:?}) gave {:?}, not {want}",
+                        g.into()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn floor_divisions_are_exact_for_every_i8_pair() -> Result<(), String> {
+        // Every dividend, in one run of the vector loop and a tail.
+        let all: Vec<i64> = (-128..=127).chain(-128..=-60).collect();
+        for d in (-128..=127).filter(|&d| d != 0) {
+            floors_match::<i8>(&all, d)?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn floor_divisions_are_exact_near_multiples_and_at_the_extremes() -> Result<(), String> {
+        // Near multiples of the divisor a quotient from a rounded
+        // reciprocal is most easily one off; dividends around 2^23, 2^24
+        // and 2^30, and the extremes (with `MIN // -1` wrapping).
+        let limit = 1i64 << 24;
+        for d in [
+            1i64,
+            -1,
+            2,
+            3,
+            5,
+            7,
+            11,
+            100,
+            127,
+            1000,
+            4097,
+            65537,
+            999_983,
+            limit - 1,
+            limit,
+            limit + 1,
+            1 << 30,
+            i32::MAX as i64,
+            -2,
+            -3,
+            -7,
+            -11,
+            -65537,
+            -limit,
+            -limit - 1,
+            i32::MIN as i64,
+        ] {
+            let mut values = Vec::new();
+            for base in [
+                0,
+                limit,
+                -limit,
+                limit / 3,
+                1 << 23,
+                -(1 << 23),
+                1 << 30,
+                -(1 << 30),
+            ] {
+                let q = base / d;
+                for k in [q - 2, q - 1, q, q + 1, q + 2] {
+                    for e in -2..=2 {
+                        let v = k * d + e;
+                        if (i32::MIN as i64..=i32::MAX as i64).contains(&v) {
+                            values.push(v);
+                        }
+                    }
+                }
+                for e in -3..=3 {
+                    values.push(base + e);
+                }
+            }
+            let mut x = 0x2545_f491_4f6c_dd1du64;
+            for _ in 0..600 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                values.push((x % (2 * limit as u64 + 1)) as i64 - limit);
+            }
+            values.extend([i32::MIN as i64, i32::MAX as i64, -1, 0, 1]);
+            floors_match::<i32>(&values, d)?;
+        }
+        Ok(())
+    }
+
     #[test]
     fn integer_signs_are_minus_one_zero_or_one_at_every_width() -> Result<(), String> {
         signs(vec![i8::MIN, -7, -1, 0, 1, 9, i8::MAX], i8::signum)?;
