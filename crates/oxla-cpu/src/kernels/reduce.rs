@@ -59,14 +59,6 @@ fn identity<T: Float>(op: Binary) -> T {
 /// this order (pairs, then the pair sums, then lane by lane from `id`), so
 /// every fold that uses it gives the same result for the same values.
 ///
-/// The pair sums are one array, written to memory (`black_box`) before the
-/// lane-by-lane fold reads it back: otherwise LLVM merged each lane on its
-/// own as the fold reached it, four extractions from vector registers and
-/// three scalar operations a lane, about 130 instructions for every row
-/// folded. Stored, the pairs take three vector operations and the fold
-/// sixteen loads: the sums of `exp` over rows of 64 (f32[65536, 64], one
-/// core of the AMD EPYC of 30 November 2026) took 1.90 ms against 2.36,
-/// the same sums to the bit.
 #[inline(always)]
 fn merge_lanes<T: Float>(id: T, lanes: [[T; 16]; 4], f: &impl Fn(T, T) -> T) -> T {
     let [a0, a1, a2, a3] = lanes;
@@ -74,6 +66,19 @@ fn merge_lanes<T: Float>(id: T, lanes: [[T; 16]; 4], f: &impl Fn(T, T) -> T) -> 
     for l in 0..16 {
         merged[l] = f(f(a0[l], a1[l]), f(a2[l], a3[l]));
     }
+    fold_merged(id, merged, f)
+}
+
+/// The last step of [`merge_lanes`]: the sixteen pair sums folded lane by
+/// lane from `id`. They are written to memory first (`black_box`):
+/// otherwise LLVM merged each lane on its own as the fold reached it,
+/// four extractions from vector registers and three scalar operations a
+/// lane, about 130 instructions for every row folded. Stored, the pairs
+/// take three vector operations and the fold sixteen loads: the sums of
+/// `exp` over rows of 64 (f32[65536, 64], one core of the AMD EPYC of 30
+/// November 2026) took 1.90 ms against 2.36, the same sums to the bit.
+#[inline(always)]
+fn fold_merged<T: Float>(id: T, merged: [T; 16], f: &impl Fn(T, T) -> T) -> T {
     std::hint::black_box(merged)
         .iter()
         .fold(id, |acc, &l| f(acc, l))
@@ -236,7 +241,7 @@ fn sum_pair_avx2(x: &[f32], y: &[f32]) -> (f32, f32) {
     (merge_sums_avx(sums[0]), merge_sums_avx(sums[1]))
 }
 
-/// [`merge_lanes`] of a sum from -0.0 (its identity), for lanes held as
+/// [`merge_lanes`] of a sum from its identity, for lanes held as
 /// eight 8-lane vectors, `acc[j]` being lanes `8 * (j % 2)..` of
 /// accumulator `j / 2`: the pairs in vector additions, then the lanes one
 /// by one. Returning the lanes instead cost every row folded a stall: the
@@ -255,9 +260,7 @@ fn merge_sums_avx(acc: [std::arch::x86_64::__m256; 8]) -> f32 {
         _mm256_storeu_ps(merged.as_mut_ptr(), lo);
         _mm256_storeu_ps(merged.as_mut_ptr().add(8), hi);
     }
-    std::hint::black_box(merged)
-        .iter()
-        .fold(-0.0, |s, &v| s + v)
+    fold_merged(identity(Binary::Add), merged, &|a, b| a + b)
 }
 
 /// The fast maximum (or minimum) of f32 data and whether it holds a NaN,
@@ -532,13 +535,13 @@ fn sum_mapped<T: Float>(
 
 /// The sum [`sum_mapped`] makes of `n` chunks of 64 (its lanes merged as
 /// [`merge_lanes`] merges), for f32 on a CPU with AVX2, in explicit vector
-/// code: for `(x - mean)²` with the
-/// mean a splat, LLVM's SLP vectoriser turned the generic loop's 16-lane
-/// arrays into 128-bit pieces assembled element by element, about 0.85
-/// cycles an element on the AMD EPYC of 29 November 2026, against 0.2
-/// here. Each lane sums the same elements in the same order, with a
-/// separate product and sum (no fused multiply-add), so the result is the
-/// generic loop's to the bit. `None` for other types or CPUs.
+/// code: for `(x - mean)²` with the mean a splat, LLVM's SLP vectoriser
+/// turned the generic loop's 16-lane arrays into 128-bit pieces assembled
+/// element by element, about 0.85 cycles an element on the AMD EPYC of 29
+/// November 2026, against 0.2 here. Each lane sums the same elements in
+/// the same order, with a separate product and sum (no fused
+/// multiply-add), so the result is the generic loop's to the bit. `None`
+/// for other types or CPUs.
 #[inline(always)]
 fn mapped_sum_f32<T: Float>(m: Mapped, a: Arg<'_, T>, x: Arg<'_, T>, n: usize) -> Option<T> {
     #[cfg(target_arch = "x86_64")]
