@@ -1896,11 +1896,19 @@ mod tests {
             }
             values.extend([i32::MIN as i64, i32::MAX as i64, -1, 0, 1]);
             // Dividends up to 2^24 take the f32 estimate, runs holding a
-            // larger one the f64 quotient: the small ones first, so that
-            // the first runs take the estimate and the last the quotient.
+            // larger one the f64 quotient: the small ones first, repeated
+            // to fill whole runs, so that those take the estimate and the
+            // last the quotient.
             let (small, large): (Vec<i64>, Vec<i64>) =
                 values.iter().partition(|v| v.abs() <= limit);
-            let ordered: Vec<i64> = small.iter().chain(&large).copied().collect();
+            let whole = small.len().next_multiple_of(FLOOR_RUN);
+            let ordered: Vec<i64> = small
+                .iter()
+                .cycle()
+                .take(whole)
+                .chain(&large)
+                .copied()
+                .collect();
             floors_match::<i32>(&ordered, d)?;
         }
         Ok(())
