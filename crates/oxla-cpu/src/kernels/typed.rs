@@ -891,12 +891,14 @@ unsafe fn floor_runs_avx2<T: Lanes + Divisible, const MODULO: bool>(
     floor_runs::<T, MODULO>(a, d, rd, o)
 }
 
+/// [`floor_in_runs`]'s loop, compiled into each of its callers: a run's
+/// smallest and largest dividend choose its division.
 #[inline(always)]
 fn floor_runs<T: Lanes + Divisible, const MODULO: bool>(a: &[T], d: T, rd: f64, o: &mut [T]) {
     for (a, o) in a.chunks(FLOOR_RUN).zip(o.chunks_mut(FLOOR_RUN)) {
-        // Plain loops: `Iterator::fold` was left out of line, without the
-        // caller's vector instructions.
-        // (Starting from `d`, which the estimate takes too.)
+        // A plain loop (`Iterator::fold` was left out of line, without the
+        // caller's vector instructions), starting from `d`, which the
+        // estimate takes too.
         let (mut lo, mut hi) = (d, d);
         for &v in a {
             lo = if v < lo { v } else { lo };
