@@ -244,18 +244,39 @@ fn zip<T: Copy>(a: &[T], b: &[T], o: &mut [T], f: impl Fn(T, T) -> T) -> bool {
 /// loops (a small-state loop's) skip the check.
 #[inline(always)]
 fn vectorized<R>(n: usize, f: impl FnOnce() -> R) -> R {
+    match vector_level(n) {
+        // SAFETY: `vector_level` detected the features.
+        #[cfg(target_arch = "x86_64")]
+        VectorLevel::Avx512 => unsafe { with_avx512(f) },
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
+        VectorLevel::Avx2 => unsafe { with_avx2(f) },
+        VectorLevel::Baseline => f(),
+    }
+}
+
+/// The widest vector instructions a loop over `n` elements takes (see
+/// [`vectorized`]).
+enum VectorLevel {
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    Baseline,
+}
+
+#[inline(always)]
+fn vector_level(n: usize) -> VectorLevel {
     #[cfg(target_arch = "x86_64")]
     if n >= 64 {
         if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw") {
-            // SAFETY: the features were just detected.
-            return unsafe { with_avx512(f) };
+            return VectorLevel::Avx512;
         }
         if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the feature was just detected.
-            return unsafe { with_avx2(f) };
+            return VectorLevel::Avx2;
         }
     }
-    f()
+    VectorLevel::Baseline
 }
 
 /// # Safety
@@ -833,15 +854,12 @@ const FLOOR_F32_MAX: f64 = (1u32 << 24) as f64;
 /// dividends that [`floor_f32_run`] takes: a whole tile of a fused loop.
 const FLOOR_RUN: usize = 1024;
 
-/// Whether [`floor_f32_run`] can divide by `d`: a divisor of a signed type
-/// of up to 32 bits, at most `2^24` in magnitude, and not the type's
-/// minimum (whose negation, in the correction, would wrap).
+/// Whether [`floor_f32_run`] can divide by `d`, a divisor with a
+/// [`reciprocal`]: one of a signed type, at most `2^24` in magnitude, and
+/// not the type's minimum (whose negation, in the correction, would wrap).
 #[inline(always)]
 fn floors_in_f32<T: Divisible>(d: T) -> bool {
-    T::BITS <= 32
-        && d != T::ZERO
-        && T::OVERFLOWS.is_some_and(|min| d != min)
-        && d.to_f64().abs() <= FLOOR_F32_MAX
+    T::OVERFLOWS.is_some_and(|min| d != min) && d.to_f64().abs() <= FLOOR_F32_MAX
 }
 
 /// [`floor_typed`] by a divisor that passes [`floors_in_f32`] (with
@@ -851,18 +869,15 @@ fn floors_in_f32<T: Divisible>(d: T) -> bool {
 /// instructions: inside a closure handed to [`vectorized`] LLVM left them
 /// out of line without the features, calling `floorf` for each element.
 fn floor_in_runs<T: Lanes + Divisible, const MODULO: bool>(a: &[T], d: T, rd: f64, o: &mut [T]) {
-    #[cfg(target_arch = "x86_64")]
-    if o.len() >= 64 {
-        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw") {
-            // SAFETY: the features were just detected.
-            return unsafe { floor_runs_avx512::<T, MODULO>(a, d, rd, o) };
-        }
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the feature was just detected.
-            return unsafe { floor_runs_avx2::<T, MODULO>(a, d, rd, o) };
-        }
+    match vector_level(o.len()) {
+        // SAFETY: `vector_level` detected the features.
+        #[cfg(target_arch = "x86_64")]
+        VectorLevel::Avx512 => unsafe { floor_runs_avx512::<T, MODULO>(a, d, rd, o) },
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
+        VectorLevel::Avx2 => unsafe { floor_runs_avx2::<T, MODULO>(a, d, rd, o) },
+        VectorLevel::Baseline => floor_runs::<T, MODULO>(a, d, rd, o),
     }
-    floor_runs::<T, MODULO>(a, d, rd, o)
 }
 
 /// # Safety
