@@ -178,6 +178,23 @@ pub(crate) trait Float:
     fn round_bf16(self) -> Self;
     /// The nearest f16 (ties to even).
     fn round_f16(self) -> Self;
+    /// `out[i] = round_bf16(a[i])` over a tile (f32 takes the CPU's
+    /// conversion where it has one: see [`super::bf16round`]).
+    #[inline(always)]
+    fn round_bf16_tile(out: &mut [Self], a: &[Self]) {
+        map1(out, a, Self::round_bf16);
+    }
+    /// `out[i] = round_bf16(a[i] op b[i])` over a tile, for `op` one of
+    /// add, subtract, multiply and divide (likewise).
+    #[inline(always)]
+    fn rounded_bf16_tile(op: Binary, out: &mut [Self], a: Arg<'_, Self>, b: Arg<'_, Self>) {
+        match op {
+            Binary::Add => map2a(out, a, b, |x, y| (x + y).round_bf16()),
+            Binary::Sub => map2a(out, a, b, |x, y| (x - y).round_bf16()),
+            Binary::Mul => map2a(out, a, b, |x, y| (x * y).round_bf16()),
+            _ => map2a(out, a, b, |x, y| (x / y).round_bf16()),
+        }
+    }
     fn from_bf16(v: bf16) -> Self;
     fn from_f16(v: f16) -> Self;
     /// As bf16 or f16: exact for values already rounded to them.
@@ -291,6 +308,27 @@ impl Float for f32 {
     #[inline(always)]
     fn round_f16(self) -> f32 {
         f16::from_f32(self).to_f32()
+    }
+    #[inline(always)]
+    fn round_bf16_tile(out: &mut [f32], a: &[f32]) {
+        if !super::bf16round::rounded(None, out, Arg::Slice(a), Arg::Splat(0.0)) {
+            map1(out, a, f32::round_bf16);
+        }
+    }
+    #[inline(always)]
+    fn rounded_bf16_tile(op: Binary, out: &mut [f32], a: Arg<'_, f32>, b: Arg<'_, f32>) {
+        let op = match op {
+            Binary::Add | Binary::Sub | Binary::Mul => op,
+            _ => Binary::Div,
+        };
+        if !super::bf16round::rounded(Some(op), out, a, b) {
+            match op {
+                Binary::Add => map2a(out, a, b, |x, y| (x + y).round_bf16()),
+                Binary::Sub => map2a(out, a, b, |x, y| (x - y).round_bf16()),
+                Binary::Mul => map2a(out, a, b, |x, y| (x * y).round_bf16()),
+                _ => map2a(out, a, b, |x, y| (x / y).round_bf16()),
+            }
+        }
     }
     #[inline(always)]
     fn from_bf16(v: bf16) -> f32 {
@@ -673,7 +711,7 @@ fn unary_loop<T: Float, const FMA: bool>(u: Unary, out: &mut [T], a: &[T]) {
         Unary::Erf => map1(out, a, T::erf::<FMA>),
         Unary::Not => map1(out, a, T::not),
         Unary::IsFinite => map1(out, a, T::is_finite01),
-        Unary::RoundBf16 => map1(out, a, T::round_bf16),
+        Unary::RoundBf16 => T::round_bf16_tile(out, a),
         Unary::RoundF16 => map1(out, a, T::round_f16),
     }
 }
@@ -683,10 +721,7 @@ fn unary_loop<T: Float, const FMA: bool>(u: Unary, out: &mut [T], a: &[T]) {
 #[inline(always)]
 fn rounded_loop<T: Float>(op: Binary, f16: bool, out: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>) {
     match (op, f16) {
-        (Binary::Add, false) => map2a(out, a, b, |x, y| (x + y).round_bf16()),
-        (Binary::Sub, false) => map2a(out, a, b, |x, y| (x - y).round_bf16()),
-        (Binary::Mul, false) => map2a(out, a, b, |x, y| (x * y).round_bf16()),
-        (_, false) => map2a(out, a, b, |x, y| (x / y).round_bf16()),
+        (_, false) => T::rounded_bf16_tile(op, out, a, b),
         (Binary::Add, true) => map2a(out, a, b, |x, y| (x + y).round_f16()),
         (Binary::Sub, true) => map2a(out, a, b, |x, y| (x - y).round_f16()),
         (Binary::Mul, true) => map2a(out, a, b, |x, y| (x * y).round_f16()),

@@ -40,6 +40,7 @@ macro_rules! dispatched {
     };
 }
 
+pub(crate) mod bf16round;
 pub(crate) mod conv;
 pub(crate) mod copy;
 pub(crate) mod dense;
