@@ -1065,6 +1065,10 @@ pub(crate) struct Scratch<T> {
     pub(crate) prefetch: bool,
     /// Lines to hint before each tile, for a row pipeline's next block.
     pub(crate) ahead: Ahead,
+    /// Room for one row's view offsets, reused from call to call rather
+    /// than allocated each time (a row pipeline calls each of its stages
+    /// once a block).
+    pub(crate) offsets: Vec<i64>,
 }
 
 /// Loops alone with this many passes over a tile or more prefetch their
@@ -1236,6 +1240,7 @@ impl<T: Float> Scratch<T> {
             chunk_costly: false,
             prefetch: false,
             ahead: Ahead::default(),
+            offsets: Vec::new(),
         }
     }
 }
@@ -1269,6 +1274,17 @@ impl FusedLoop {
         get: impl Fn(usize, PrimitiveType) -> Result<Input<'a, T>, String>,
     ) -> Result<Vec<Source<'a, T>>, String> {
         let mut sources: Vec<Source<'a, T>> = Vec::with_capacity(self.leaves.len());
+        self.resolve_into(&mut sources, get)?;
+        Ok(sources)
+    }
+
+    /// [`FusedLoop::resolve_with`] into `sources` (emptied first).
+    pub(crate) fn resolve_into<'a, T: Float>(
+        &self,
+        sources: &mut Vec<Source<'a, T>>,
+        get: impl Fn(usize, PrimitiveType) -> Result<Input<'a, T>, String>,
+    ) -> Result<(), String> {
+        sources.clear();
         let mut view_index = 0usize;
         for leaf in &self.leaves {
             sources.push(match leaf {
@@ -1288,7 +1304,7 @@ impl FusedLoop {
                 }
             });
         }
-        Ok(sources)
+        Ok(())
     }
 
     /// Whether the loop, run on its own, does too little arithmetic per
@@ -1975,7 +1991,7 @@ fn rows_generic<T: Float, const FMA: bool>(
             f, space, sources, first_row, rows, row_len, out, extra, scratch,
         );
     }
-    let mut offsets = Vec::with_capacity(space.offsets.len());
+    let mut offsets = std::mem::take(&mut scratch.offsets);
     if rows > 1
         && let Some(mut pack) = Packing::new(space, sources, scratch.step.min(scratch.cap))
     {
@@ -1998,6 +2014,7 @@ fn rows_generic<T: Float, const FMA: bool>(
             );
             r += k;
         }
+        scratch.offsets = offsets;
         return;
     }
     for r in 0..rows {
@@ -2019,6 +2036,7 @@ fn rows_generic<T: Float, const FMA: bool>(
             start += len;
         }
     }
+    scratch.offsets = offsets;
 }
 
 #[inline(always)]

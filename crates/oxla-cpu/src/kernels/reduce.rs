@@ -992,7 +992,7 @@ fn rows_generic<T: Float, const FMA: bool>(
         _ => None,
     };
     let mapped = Mapped::of(r);
-    let mut offsets = Vec::with_capacity(plan.space.offsets.len());
+    let mut offsets = std::mem::take(&mut scratch.offsets);
     let row_len = plan.space.dims[last];
     let whole_rows = col0 == 0 && cols == row_len && rows > 1;
     if whole_rows
@@ -1052,6 +1052,7 @@ fn rows_generic<T: Float, const FMA: bool>(
             }
             row += k;
         }
+        scratch.offsets = offsets;
         return;
     }
     // Long rows of plain data are read two at a time, in turns, so that two
@@ -1176,6 +1177,7 @@ fn rows_generic<T: Float, const FMA: bool>(
             }
         }
     }
+    scratch.offsets = offsets;
 }
 
 impl Kernel for ReduceLoop {
