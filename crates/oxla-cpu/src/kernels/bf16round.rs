@@ -38,8 +38,11 @@ pub(crate) fn rounded(
             && fits(a)
             && fits(b)
             && std::is_x86_feature_detected!("avx512bf16")
+            && std::is_x86_feature_detected!("avx512f")
             && std::is_x86_feature_detected!("avx512bw")
             && std::is_x86_feature_detected!("avx512dq")
+            && std::is_x86_feature_detected!("avx512vl")
+            && std::is_x86_feature_detected!("avx2")
         {
             // SAFETY: the features were just detected, and the operands
             // hold at least `out.len()` values.
@@ -165,8 +168,8 @@ mod x86 {
     }
 
     /// # Safety
-    /// AVX-512F, BW, DQ and BF16; slices in `a` and `b` at least as long
-    /// as `out`.
+    /// AVX-512F, BW, DQ, VL and BF16, and AVX2; slices in `a` and `b` at
+    /// least as long as `out`.
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512bf16,avx512vl,avx2")]
     pub(super) unsafe fn rounded(
         op: Option<Binary>,
