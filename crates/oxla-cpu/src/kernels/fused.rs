@@ -188,12 +188,7 @@ pub(crate) trait Float:
     /// add, subtract, multiply and divide (likewise).
     #[inline(always)]
     fn rounded_bf16_tile(op: Binary, out: &mut [Self], a: Arg<'_, Self>, b: Arg<'_, Self>) {
-        match op {
-            Binary::Add => map2a(out, a, b, |x, y| (x + y).round_bf16()),
-            Binary::Sub => map2a(out, a, b, |x, y| (x - y).round_bf16()),
-            Binary::Mul => map2a(out, a, b, |x, y| (x * y).round_bf16()),
-            _ => map2a(out, a, b, |x, y| (x / y).round_bf16()),
-        }
+        rounded_bf16_each(op, out, a, b);
     }
     fn from_bf16(v: bf16) -> Self;
     fn from_f16(v: f16) -> Self;
@@ -317,17 +312,8 @@ impl Float for f32 {
     }
     #[inline(always)]
     fn rounded_bf16_tile(op: Binary, out: &mut [f32], a: Arg<'_, f32>, b: Arg<'_, f32>) {
-        let op = match op {
-            Binary::Add | Binary::Sub | Binary::Mul => op,
-            _ => Binary::Div,
-        };
         if !super::bf16round::rounded(Some(op), out, a, b) {
-            match op {
-                Binary::Add => map2a(out, a, b, |x, y| (x + y).round_bf16()),
-                Binary::Sub => map2a(out, a, b, |x, y| (x - y).round_bf16()),
-                Binary::Mul => map2a(out, a, b, |x, y| (x * y).round_bf16()),
-                _ => map2a(out, a, b, |x, y| (x / y).round_bf16()),
-            }
+            rounded_bf16_each(op, out, a, b);
         }
     }
     #[inline(always)]
@@ -444,6 +430,18 @@ impl Float for f64 {
 fn map1<T: Copy>(out: &mut [T], a: &[T], f: impl Fn(T) -> T) {
     for (o, &x) in out.iter_mut().zip(a) {
         *o = f(x);
+    }
+}
+
+/// [`Float::rounded_bf16_tile`] value by value (any `op` other than add,
+/// subtract and multiply divides).
+#[inline(always)]
+fn rounded_bf16_each<T: Float>(op: Binary, out: &mut [T], a: Arg<'_, T>, b: Arg<'_, T>) {
+    match op {
+        Binary::Add => map2a(out, a, b, |x, y| (x + y).round_bf16()),
+        Binary::Sub => map2a(out, a, b, |x, y| (x - y).round_bf16()),
+        Binary::Mul => map2a(out, a, b, |x, y| (x * y).round_bf16()),
+        _ => map2a(out, a, b, |x, y| (x / y).round_bf16()),
     }
 }
 

@@ -526,7 +526,7 @@ impl RowPipeline {
             })
             .collect();
         let mut ahead = fused::Ahead::default();
-        let mut kept: Vec<Vec<Source<'static, T>>> =
+        let mut source_lists: Vec<Vec<Source<'static, T>>> =
             self.stages.iter().map(|_| Vec::new()).collect();
         let mut b0 = first;
         while b0 < end {
@@ -558,7 +558,7 @@ impl RowPipeline {
                 let (done, rest) = outs.split_at_mut(s);
                 let out = &mut *rest[0];
                 let expr = stage.stage.expr();
-                let mut sources = recycle(std::mem::take(&mut kept[s]));
+                let mut sources = recycle(std::mem::take(&mut source_lists[s]));
                 expr.resolve_into(&mut sources, |m, ty| match stage.from.get(m) {
                     Some(From::Stage(t)) => Ok(Input::Data(&*done[*t])),
                     Some(From::External(j)) => {
@@ -625,7 +625,7 @@ impl RowPipeline {
                     }
                 }
                 std::mem::swap(&mut ahead, &mut scratches[s].ahead);
-                kept[s] = recycle(sources);
+                source_lists[s] = recycle(sources);
                 // The block's values, complete, rounded as the half array
                 // would hold them.
                 match stage.narrow {
