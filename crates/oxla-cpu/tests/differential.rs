@@ -1440,7 +1440,8 @@ ENTRY e {
     assert!(
         entry.contains(
             "row pipeline of 6 stages, 32 rows a block: m (row reduction), \
-             mf (one value a row), ex (loop, one block kept), s (row reduction), \
+             mf (one value a row), ex (loop, one block kept), \
+             s (row reduction, folded as the rows are written), \
              r (one value a row), q (loop)"
         ),
         "{listing}"
@@ -1513,8 +1514,9 @@ ENTRY e {
     assert!(
         entry.contains(
             "y = row pipeline of 7 stages, 32 rows a block: r (loop, one block kept), \
-             s (row reduction), mf (one value a row), cr (loop, one block kept), \
-             v (row reduction), rf (one value a row), y (loop) (x, zero)"
+             s (row reduction, folded as the rows are written), mf (one value a row), \
+             cr (loop, one block kept), v (row reduction, folded as the rows are written), \
+             rf (one value a row), y (loop) (x, zero)"
         ),
         "{listing}"
     );

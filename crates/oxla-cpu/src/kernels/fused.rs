@@ -2258,6 +2258,11 @@ pub(crate) struct Extra<'a, T> {
     /// Per other result: its register, and the task's part of its output
     /// (laid out as the main result's part).
     outs: Vec<(usize, &'a mut [T])>,
+    /// A row pipeline's reduction folded from the tiles written (see
+    /// [`super::reduce::RowFold`]): its rule, its outputs (one per row of the
+    /// main result's part, holding the initial value) and the row length.
+    /// Every tile is then one whole row.
+    fold: Option<(super::reduce::RowFold, &'a mut [T], usize)>,
 }
 
 impl<'a, T: Copy> Extra<'a, T> {
@@ -2266,6 +2271,23 @@ impl<'a, T: Copy> Extra<'a, T> {
         Extra {
             base: 0,
             outs: Vec::new(),
+            fold: None,
+        }
+    }
+
+    /// For a loop of one result whose rows, `row_len` long, `fold` reduces
+    /// into `folded` as they are written: one output per row of `main`,
+    /// the part of the result being written.
+    pub(crate) fn folding(
+        main: &[T],
+        fold: super::reduce::RowFold,
+        folded: &'a mut [T],
+        row_len: usize,
+    ) -> Extra<'a, T> {
+        Extra {
+            base: main.as_ptr() as usize,
+            outs: Vec::new(),
+            fold: Some((fold, folded, row_len)),
         }
     }
 
@@ -2275,18 +2297,26 @@ impl<'a, T: Copy> Extra<'a, T> {
         Extra {
             base: main.as_ptr() as usize,
             outs: regs.iter().copied().zip(outs).collect(),
+            fold: None,
         }
     }
 
     /// Copies each result's tile from its register to its output, at the
     /// place of `out`, the tile just written of the task's main result.
     #[inline(always)]
-    fn write(&mut self, out: &[T], regs: &[Vec<T>], stream: bool) {
+    fn write(&mut self, out: &[T], regs: &[Vec<T>], stream: bool)
+    where
+        T: Float,
+    {
+        let len = out.len();
+        let at = (out.as_ptr() as usize - self.base) / std::mem::size_of::<T>().max(1);
+        if let Some((fold, folded, row_len)) = &mut self.fold {
+            debug_assert_eq!(len, *row_len, "a folded loop's tile is one row");
+            fold.fold_into(&mut folded[at / *row_len], out);
+        }
         if self.outs.is_empty() {
             return;
         }
-        let len = out.len();
-        let at = (out.as_ptr() as usize - self.base) / std::mem::size_of::<T>().max(1);
         for (r, o) in &mut self.outs {
             if stream {
                 copy_streamed(&regs[*r][..len], &mut o[at..at + len]);

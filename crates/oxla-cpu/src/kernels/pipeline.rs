@@ -17,9 +17,9 @@ use rayon::prelude::*;
 
 use super::Kernel;
 use super::fused::{
-    self, Float, FusedLoop, Input, Leaf, PARALLEL_MIN, Scratch, Source, Space, is_half,
+    self, Float, FusedLoop, Input, Leaf, PARALLEL_MIN, Scratch, Source, Space, TILE, is_half,
 };
-use super::reduce::{self, Plan, ReduceLoop};
+use super::reduce::{self, Plan, ReduceLoop, RowFold};
 use super::view::View;
 use crate::buffer::Pool;
 use crate::value::Value;
@@ -110,6 +110,11 @@ struct PipeStage {
     /// kept in the pipeline's type, rounded to the half type, so later
     /// stages read exactly what they would read from the half array.
     narrow: Option<PrimitiveType>,
+    /// A loop stage's rows reduced by the next stage as each is written
+    /// (see [`fold_pairs`]).
+    fold: Option<RowFold>,
+    /// A reduction that the loop stage before it folds.
+    folded: bool,
 }
 
 /// A compiled pipeline.
@@ -353,8 +358,11 @@ pub(crate) fn build(chain: &[(Stage, Vec<usize>, usize)]) -> Option<(RowPipeline
             per_row: out_len / rows,
             shifts,
             narrow,
+            fold: None,
+            folded: false,
         });
     }
+    fold_pairs(&mut stages);
     let row_bytes = widest * if ty == PrimitiveType::F64 { 8 } else { 4 };
     let block = (BLOCK_BYTES / row_bytes.max(1)).clamp(1, rows);
     Some((
@@ -369,6 +377,71 @@ pub(crate) fn build(chain: &[(Stage, Vec<usize>, usize)]) -> Option<(RowPipeline
         },
         externals,
     ))
+}
+
+/// Marks each reduction that reduces the rows of the loop stage just before
+/// it, as that loop writes them: a row of at most [`TILE`] elements is one
+/// tile, folded while it is in the first-level cache instead of read back
+/// from the block (which has left it for the second-level cache by then).
+/// The reduction must read nothing but the loop's output, each row in
+/// place, in one of the forms [`RowFold`] folds; the loop must write its
+/// rows as they are (not rounded afterwards to a half type) and read no
+/// operand down columns (which would split its rows into tiles). Each
+/// row's result is the one the reduction computes on its own, to the bit.
+fn fold_pairs(stages: &mut [PipeStage]) {
+    for s in 1..stages.len() {
+        let (before, after) = stages.split_at_mut(s);
+        let (p, red) = (&mut before[s - 1], &mut after[0]);
+        let (
+            Walk::Rows {
+                space,
+                q: 1,
+                row_len,
+            },
+            Stage::Reduce(r),
+            Walk::Reduce {
+                plan, q: 1, cols, ..
+            },
+        ) = (&p.walk, &red.stage, &red.walk)
+        else {
+            continue;
+        };
+        let n = *row_len;
+        // The loop reads no operand down columns: every input leaf steps
+        // along its rows by one element or none.
+        let mut along_rows = true;
+        let mut view_index = 0usize;
+        for leaf in &p.stage.expr().leaves {
+            match leaf {
+                Leaf::Scalar(_) => continue,
+                Leaf::Affine(_) => {}
+                Leaf::Input { .. } => {
+                    along_rows &= matches!(space.strides[view_index].last(), Some(0 | 1))
+                }
+            }
+            view_index += 1;
+        }
+        // Every leaf of the reduction reads the loop's row in place.
+        let in_place = r.input.leaves.iter().enumerate().all(|(vi, leaf)| {
+            matches!(leaf, Leaf::Input { input, .. }
+                if red.from.get(*input) == Some(&From::Stage(s - 1)))
+                && plan.space.strides.get(vi).map(Vec::as_slice) == Some(&[n as i64, 1][..])
+                && plan.space.offsets.get(vi) == Some(&0)
+        });
+        if *cols == n
+            && n <= TILE
+            && along_rows
+            && in_place
+            && p.narrow.is_none()
+            && p.per_row == n
+            && red.per_row == 1
+            && plan.classes == [false, true]
+            && let Some(fold) = RowFold::of(r)
+        {
+            p.fold = Some(fold);
+            red.folded = true;
+        }
+    }
 }
 
 impl RowPipeline {
@@ -444,6 +517,10 @@ impl RowPipeline {
             .iter()
             .zip(scratches)
             .map(|(s, scratch)| {
+                if s.folded {
+                    // (Its loop's tiles hint instead.)
+                    return 0;
+                }
                 let step = scratch.step.min(scratch.cap()).max(1);
                 let (q, len, tiled) = match &s.walk {
                     Walk::Rows { q, row_len, .. } => (*q, *row_len, true),
@@ -526,6 +603,45 @@ impl RowPipeline {
             })
             .collect();
         let mut ahead = fused::Ahead::default();
+        // Each reduction's initial value, read once.
+        let inits: Vec<T> = self
+            .stages
+            .iter()
+            .map(|s| match s.walk {
+                Walk::Reduce { init, .. } => reduce::init_value::<T>(inputs, init),
+                _ => Ok(T::ZERO),
+            })
+            .collect::<Result<_, _>>()?;
+        // Each stage's sources with the pipeline's inputs resolved once; the
+        // leaves that read earlier stages (listed in `reads`, with the
+        // stage) are filled in at each call, from outputs borrowed anew.
+        let mut templates: Vec<Vec<Source<'_, T>>> = Vec::with_capacity(self.stages.len());
+        let mut reads: Vec<Vec<(usize, usize)>> = Vec::with_capacity(self.stages.len());
+        for stage in &self.stages {
+            let mut sources = Vec::new();
+            stage
+                .stage
+                .expr()
+                .resolve_into(&mut sources, |m, ty| match stage.from.get(m) {
+                    Some(From::Stage(_)) => Ok(Input::Data(&[])),
+                    Some(From::External(j)) => {
+                        let a = inputs.get(*j).ok_or("missing pipeline input")?;
+                        fused::input_data(a, ty)
+                            .ok_or_else(|| "a pipeline input of the wrong type".into())
+                    }
+                    None => Err("missing kernel input".into()),
+                })?;
+            let mut leaf_reads = Vec::new();
+            for (k, leaf) in stage.stage.expr().leaves.iter().enumerate() {
+                if let Leaf::Input { input, .. } = leaf
+                    && let Some(From::Stage(t)) = stage.from.get(*input)
+                {
+                    leaf_reads.push((k, *t));
+                }
+            }
+            templates.push(sources);
+            reads.push(leaf_reads);
+        }
         let mut source_lists: Vec<Vec<Source<'static, T>>> =
             self.stages.iter().map(|_| Vec::new()).collect();
         let mut b0 = first;
@@ -556,18 +672,16 @@ impl RowPipeline {
             at_block = b0;
             for (s, stage) in self.stages.iter().enumerate() {
                 let (done, rest) = outs.split_at_mut(s);
-                let out = &mut *rest[0];
+                let (out, later) = rest.split_first_mut().ok_or("a stage without an output")?;
+                let out = &mut **out;
                 let expr = stage.stage.expr();
                 let mut sources = recycle(std::mem::take(&mut source_lists[s]));
-                expr.resolve_into(&mut sources, |m, ty| match stage.from.get(m) {
-                    Some(From::Stage(t)) => Ok(Input::Data(&*done[*t])),
-                    Some(From::External(j)) => {
-                        let a = inputs.get(*j).ok_or("missing pipeline input")?;
-                        fused::input_data(a, ty)
-                            .ok_or_else(|| "a pipeline input of the wrong type".into())
+                sources.extend_from_slice(&templates[s]);
+                for &(k, t) in &reads[s] {
+                    if let Some(Source::Data(_, vi)) = sources.get(k).copied() {
+                        sources[k] = Source::Data(&*done[t], vi);
                     }
-                    None => Err("missing kernel input".into()),
-                })?;
+                }
                 let e = stage.per_row;
                 let part = if self.local(s) {
                     0..(b1 - b0) * e
@@ -576,17 +690,28 @@ impl RowPipeline {
                 };
                 std::mem::swap(&mut ahead, &mut scratches[s].ahead);
                 match (&walks[s], &mut scratches[s]) {
-                    (Walk::Rows { space, q, row_len }, scratch) => fused::dispatch(
-                        expr,
-                        space,
-                        &sources,
-                        b0 * q,
-                        (b1 - b0) * q,
-                        *row_len,
-                        &mut out[part.clone()],
-                        &mut fused::Extra::none(),
-                        scratch,
-                    ),
+                    (Walk::Rows { space, q, row_len }, scratch) => {
+                        // The next stage's rows folded as this one writes them.
+                        let mut extra = match (stage.fold, later.first_mut()) {
+                            (Some(fold), Some(reduced)) => {
+                                let rows = &mut reduced[b0 - first..b1 - first];
+                                rows.fill(inits[s + 1]);
+                                fused::Extra::folding(&out[part.clone()], fold, rows, *row_len)
+                            }
+                            _ => fused::Extra::none(),
+                        };
+                        fused::dispatch(
+                            expr,
+                            space,
+                            &sources,
+                            b0 * q,
+                            (b1 - b0) * q,
+                            *row_len,
+                            &mut out[part.clone()],
+                            &mut extra,
+                            scratch,
+                        )
+                    }
                     (Walk::Span { space }, scratch) => fused::dispatch_span(
                         expr,
                         space,
@@ -596,20 +721,13 @@ impl RowPipeline {
                         &mut fused::Extra::none(),
                         scratch,
                     ),
-                    (
-                        Walk::Reduce {
-                            plan,
-                            q,
-                            cols,
-                            init,
-                        },
-                        scratch,
-                    ) => {
+                    // (Folded by the loop before it.)
+                    (Walk::Reduce { .. }, _) if stage.folded => {}
+                    (Walk::Reduce { plan, q, cols, .. }, scratch) => {
                         let Stage::Reduce(r) = &stage.stage else {
                             return Err("a reduction walk of a loop".into());
                         };
-                        let init = reduce::init_value::<T>(inputs, *init)?;
-                        out[part.clone()].fill(init);
+                        out[part.clone()].fill(inits[s]);
                         reduce::dispatch_with(
                             r,
                             plan,
@@ -662,6 +780,9 @@ impl Kernel for RowPipeline {
                     Walk::Rows { .. } if self.local(k) => "loop, one block kept",
                     Walk::Rows { .. } => "loop",
                     Walk::Span { .. } => "one value a row",
+                    Walk::Reduce { .. } if s.folded => {
+                        "row reduction, folded as the rows are written"
+                    }
                     Walk::Reduce { .. } => "row reduction",
                 };
                 format!("{} ({what})", name_of(slot))

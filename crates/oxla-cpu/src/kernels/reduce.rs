@@ -694,6 +694,47 @@ fn accumulate<T: Float>(op: Binary, out: &mut [T], t: &[T]) {
     }
 }
 
+/// A row reduction folded from the tiles of the loop that computes its
+/// input (see the row pipeline's folded stages): each tile is one whole
+/// row of at most [`TILE`] elements, just written and still in the
+/// first-level cache, so the reduction does not read it back from the
+/// block later. Only the two forms whose row fold `rows_generic` computes
+/// from the row's values alone: the plain input, and a mapped one.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RowFold {
+    op: Binary,
+    mapped: Option<Mapped>,
+}
+
+impl RowFold {
+    /// The fold of `r`, if its input is the plain leaf 0 or [`Mapped`].
+    pub(crate) fn of(r: &ReduceLoop) -> Option<RowFold> {
+        if r.input.code.is_empty() && r.input.result == Src::Leaf(0) && r.input.leaves.len() == 1 {
+            return Some(RowFold {
+                op: r.op,
+                mapped: None,
+            });
+        }
+        Mapped::of(r).map(|m| RowFold {
+            op: r.op,
+            mapped: Some(m),
+        })
+    }
+
+    /// Combines `acc` with the reduction of the row `t` (every leaf of the
+    /// reduction reading `t`), exactly as `rows_generic` reduces such a row
+    /// (at most [`TILE`] long) where it reads it in place: the plain fold of
+    /// the row, or the mapped sum from the identity.
+    #[inline(always)]
+    pub(crate) fn fold_into<T: Float>(&self, acc: &mut T, t: &[T]) {
+        let v = match self.mapped {
+            None => fold(self.op, t),
+            Some(m) => identity::<T>(self.op) + sum_of(m, Arg::Slice(t), Arg::Slice(t), t.len()),
+        };
+        *acc = combine(self.op, *acc, v);
+    }
+}
+
 /// Where the rows of the merged space write: the output offset of each
 /// row's first element, from its kept dimensions.
 #[derive(Clone, Debug)]
@@ -1288,6 +1329,108 @@ mod tests {
                     assert!(
                         got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
                         "{op:?} of {len}: {got} against {want}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A row folded as a loop writes it ([`RowFold`]) gives what the
+    /// reduction gives reading the rows in place, bit for bit: plain sums
+    /// (folded two rows at a time there), products, maxima and minima with
+    /// NaNs and signed zeros, and the mapped forms (variance's square of a
+    /// difference), at lengths around the 64-value chunks and the pairing
+    /// threshold, with an odd last row.
+    #[test]
+    fn rows_folded_as_written_equal_the_reduction_of_the_stored_rows() {
+        fn reduction(op: Binary, len: usize, rows: usize, code: Vec<(Op, usize)>) -> ReduceLoop {
+            let dims = vec![rows as i64, len as i64];
+            let view = crate::kernels::view::View::contiguous(&dims);
+            let leaf = || super::super::fused::Leaf::Input {
+                input: 0,
+                ty: PrimitiveType::F32,
+                view: view.clone(),
+            };
+            let registers = code.iter().map(|&(_, d)| d + 1).max().unwrap_or(1);
+            let result = code.last().map_or(Src::Leaf(0), |&(_, d)| Src::Reg(d));
+            let leaves = if code.is_empty() {
+                vec![leaf()]
+            } else {
+                vec![leaf(), leaf()]
+            };
+            ReduceLoop {
+                input: FusedLoop {
+                    ty: PrimitiveType::F32,
+                    out_ty: PrimitiveType::F32,
+                    dims: dims.clone(),
+                    leaves,
+                    code,
+                    result,
+                    extra: Vec::new(),
+                    registers,
+                },
+                reduced: vec![false, true],
+                op,
+                init_input: 1,
+                out_dims: vec![rows as i64],
+                out_ty: PrimitiveType::F32,
+            }
+        }
+        let rows = 5;
+        for len in [2usize, 63, 64, 65, 511, 512, 513, 1000, 1024] {
+            let mut data: Vec<f32> = (0..rows * len)
+                .map(|i| {
+                    let k = (i * 7919) % 1000;
+                    (k as f32 - 500.0) * 1.0e-3 * (1.0 + (k % 17) as f32 * 1.0e5)
+                })
+                .collect();
+            data[len / 2] = f32::NAN;
+            data[len + len / 3] = -0.0;
+            let (l, x) = (Src::Leaf(0), Src::Leaf(1));
+            let cases = [
+                (Binary::Add, vec![]),
+                (Binary::Mul, vec![]),
+                (Binary::Max, vec![]),
+                (Binary::Min, vec![]),
+                (Binary::Add, vec![(Op::Binary(Binary::Mul, l, x), 0)]),
+                (
+                    Binary::Add,
+                    vec![
+                        (Op::Binary(Binary::Sub, l, x), 0),
+                        (Op::Binary(Binary::Mul, Src::Reg(0), Src::Reg(0)), 1),
+                    ],
+                ),
+            ];
+            for (op, code) in cases {
+                let r = reduction(op, len, rows, code);
+                let fold = RowFold::of(&r).expect("a foldable reduction");
+                let plan = r.plan();
+                // (The pipeline folds only rows kept apart in the plan.)
+                assert_eq!(plan.classes, [false, true]);
+                let sources = [Source::Data(&data[..], 0), Source::Data(&data[..], 1)];
+                let init = if op == Binary::Mul { 1.0f32 } else { 0.5 };
+                let mut want = vec![init; rows];
+                let mut scratch = Scratch::<f32>::new(&r.input, len);
+                dispatch_with(
+                    &r,
+                    &plan,
+                    &sources[..r.input.leaves.len()],
+                    0,
+                    rows,
+                    0,
+                    len,
+                    &mut want,
+                    0,
+                    &mut scratch,
+                );
+                for (k, row) in data.chunks_exact(len).enumerate() {
+                    let mut got = init;
+                    fold.fold_into(&mut got, row);
+                    assert!(
+                        got.to_bits() == want[k].to_bits() || (got.is_nan() && want[k].is_nan()),
+                        "{op:?} {:?}, row {k} of {len}: {got:?} against {:?}",
+                        r.input.code,
+                        want[k]
                     );
                 }
             }
