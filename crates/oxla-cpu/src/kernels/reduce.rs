@@ -471,6 +471,7 @@ fn sum_mapped<T: Float>(
     a: Arg<'_, T>,
     x: Arg<'_, T>,
     len: usize,
+    wide: bool,
     g: impl Fn(T, T) -> T,
 ) -> T {
     #[inline(always)]
@@ -511,7 +512,7 @@ fn sum_mapped<T: Float>(
     fn chunk<T>(d: &[T], k: usize) -> &[T] {
         &d[64 * k..64 * k + 64]
     }
-    let mut sum = match mapped_sum_f32(m, a, x, n) {
+    let mut sum = match mapped_sum_f32(m, a, x, n, wide) {
         Some(sum) => sum,
         None => {
             let acc = match (a, x) {
@@ -542,8 +543,18 @@ fn sum_mapped<T: Float>(
 /// the same order, with a separate product and sum (no fused
 /// multiply-add), so the result is the generic loop's to the bit. `None`
 /// for other types or CPUs.
+///
+/// With `wide`, two slices take 512-bit vectors where the CPU has AVX-512
+/// ([`mapped_sum_avx512`]): rows folded as they are written, in the
+/// first-level cache.
 #[inline(always)]
-fn mapped_sum_f32<T: Float>(m: Mapped, a: Arg<'_, T>, x: Arg<'_, T>, n: usize) -> Option<T> {
+fn mapped_sum_f32<T: Float>(
+    m: Mapped,
+    a: Arg<'_, T>,
+    x: Arg<'_, T>,
+    n: usize,
+    wide: bool,
+) -> Option<T> {
     #[cfg(target_arch = "x86_64")]
     if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
         && std::is_x86_feature_detected!("avx2")
@@ -556,13 +567,78 @@ fn mapped_sum_f32<T: Float>(m: Mapped, a: Arg<'_, T>, x: Arg<'_, T>, n: usize) -
             // SAFETY: as above, the value is an f32.
             Arg::Splat(v) => Arg::Splat(unsafe { std::mem::transmute_copy::<T, f32>(&v) }),
         };
-        // SAFETY: AVX2 was just detected.
-        let sum = unsafe { mapped_sum_avx2(m, f32_arg(a), f32_arg(x), n) }?;
+        let sum = match (f32_arg(a), f32_arg(x)) {
+            (Arg::Slice(a), Arg::Slice(x)) if wide && std::is_x86_feature_detected!("avx512f") => {
+                // SAFETY: AVX-512F was just detected.
+                unsafe { mapped_sum_avx512(m, a, x, n) }?
+            }
+            // SAFETY: AVX2 was just detected.
+            (a, x) => unsafe { mapped_sum_avx2(m, a, x, n) }?,
+        };
         // f32 -> f64 -> f32 is exact.
         return Some(T::from_f64(f64::from(sum)));
     }
-    let _ = (m, a, x, n);
+    let _ = (m, a, x, n, wide);
     None
+}
+
+/// [`mapped_sum_f32`]'s loop for two slices in 512-bit vectors: the
+/// generic loop's four 16-lane sums, one vector each, merged as
+/// [`merge_lanes`] merges. Each lane sums the same elements in the same
+/// order, with a separate product and sum, so the result is the generic
+/// loop's to the bit. `None` if a slice is shorter than `64 * n`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn mapped_sum_avx512(m: Mapped, a: &[f32], x: &[f32], n: usize) -> Option<f32> {
+    use std::arch::x86_64::*;
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn go(a: &[f32], x: &[f32], n: usize, g: impl Fn(__m512, __m512) -> __m512) -> [[f32; 16]; 4] {
+        let mut acc = [_mm512_set1_ps(identity::<f32>(Binary::Add)); 4];
+        for (ca, cx) in a.chunks_exact(64).zip(x.chunks_exact(64)).take(n) {
+            for (j, s) in acc.iter_mut().enumerate() {
+                // SAFETY: each chunk holds 64 floats, so 16 from `16 * j`.
+                let (p, q) = unsafe {
+                    (
+                        _mm512_loadu_ps(ca.as_ptr().add(16 * j)),
+                        _mm512_loadu_ps(cx.as_ptr().add(16 * j)),
+                    )
+                };
+                *s = _mm512_add_ps(*s, g(p, q));
+            }
+        }
+        let mut lanes = [[0.0f32; 16]; 4];
+        for (l, v) in lanes.iter_mut().zip(acc) {
+            // SAFETY: 16 floats into a 16-float array.
+            unsafe { _mm512_storeu_ps(l.as_mut_ptr(), v) };
+        }
+        lanes
+    }
+    if a.len() < 64 * n || x.len() < 64 * n {
+        return None;
+    }
+    let lanes = match (m.b, m.square) {
+        (Binary::Add, false) => go(a, x, n, |p, q| _mm512_add_ps(p, q)),
+        (Binary::Sub, false) => go(a, x, n, |p, q| _mm512_sub_ps(p, q)),
+        (_, false) => go(a, x, n, |p, q| _mm512_mul_ps(p, q)),
+        (Binary::Add, true) => go(a, x, n, |p, q| {
+            let v = _mm512_add_ps(p, q);
+            _mm512_mul_ps(v, v)
+        }),
+        (Binary::Sub, true) => go(a, x, n, |p, q| {
+            let v = _mm512_sub_ps(p, q);
+            _mm512_mul_ps(v, v)
+        }),
+        (_, true) => go(a, x, n, |p, q| {
+            let v = _mm512_mul_ps(p, q);
+            _mm512_mul_ps(v, v)
+        }),
+    };
+    Some(merge_lanes(
+        identity::<f32>(Binary::Add),
+        lanes,
+        &|p: f32, q: f32| p + q,
+    ))
 }
 
 /// [`mapped_sum_f32`]'s vector loop: eight 8-lane sums, two for each of
@@ -644,7 +720,7 @@ macro_rules! with_mapped {
 /// [`sum_mapped`] for `m`'s operation.
 #[inline(always)]
 fn sum_of<T: Float>(m: Mapped, a: Arg<'_, T>, x: Arg<'_, T>, len: usize) -> T {
-    with_mapped!(m, sum_mapped(m, a, x, len))
+    with_mapped!(m, sum_mapped(m, a, x, len, false))
 }
 
 /// `accumulate(Add, out, t)` of `t[i] = g(a[i], x[i])` for `m`'s `g`,
@@ -729,7 +805,10 @@ impl RowFold {
     pub(crate) fn fold_into<T: Float>(&self, acc: &mut T, t: &[T]) {
         let v = match self.mapped {
             None => fold(self.op, t),
-            Some(m) => identity::<T>(self.op) + sum_of(m, Arg::Slice(t), Arg::Slice(t), t.len()),
+            Some(m) => {
+                let (row, len) = (Arg::Slice(t), t.len());
+                identity::<T>(self.op) + with_mapped!(m, sum_mapped(m, row, row, len, true))
+            }
         };
         *acc = combine(self.op, *acc, v);
     }
