@@ -152,7 +152,14 @@ const AHEAD_MIN_BYTES: usize = 1 << 20;
 /// in fusing the stages of a row into one pass, not in the block's size.
 /// With its row sums folded as the rows are written (see [`fold_pairs`]),
 /// 8 KiB blocks took 2.20-2.26 ms, 16 KiB 1.79-2.05, 32 KiB 1.42-2.46,
-/// 64 KiB 1.44-1.51, 128 KiB 1.37-1.91 and 256 KiB 1.47-1.82.
+/// 64 KiB 1.44-1.51, 128 KiB 1.37-1.91 and 256 KiB 1.47-1.82. Taking
+/// each row through all the stages before the next (kept stages one row
+/// long, the one-value-a-row stages computed as single values rather than
+/// tiles) took 3.3-3.9 ms against 2.3-2.6 for these blocks on one core
+/// (alternating runs of one build): the three loop stages' calls a row
+/// (sources, dispatch, a tile's setup) cost more than the second-level
+/// cache traffic they save. The stand-alone loop's speed needs the stages
+/// of a row compiled into one pass, not called one after another.
 const BLOCK_BYTES: usize = 128 << 10;
 
 /// An empty vector of sources with `v`'s allocation, for borrows of
@@ -460,6 +467,15 @@ impl RowPipeline {
             .enumerate()
             .map(|(k, s)| pool.take::<T>(if self.local(k) { 0 } else { s.per_row * rows }))
             .collect();
+        // Four ranges a thread, so a thread slowed by the host leaves some
+        // to the other. Each range costs its own setup (scratch, sources)
+        // and a first block that no hint brought into cache: bf16 layer
+        // norm over f32[4096, 1024] on two threads took a median 1.46,
+        // 1.49, 1.54-1.70, 1.90 and 1.72 ms with 1, 2, 4, 8 and 16 ranges
+        // a thread (within this host's noise) but 2.64 ms with 32, about
+        // 35 us a range. Hinting the next range's first block during a
+        // range's last did not help (alternating `oxla bench` runs, 30
+        // November 2026).
         let tasks = if rows * self.widest >= PARALLEL_MIN {
             (rayon::current_num_threads() * 4).min(rows)
         } else {
