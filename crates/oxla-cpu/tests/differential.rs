@@ -3499,7 +3499,7 @@ ENTRY e {{
 }
 
 #[test]
-fn floor_divisions_and_modulos_by_constants_are_one_operation_each() {
+fn floor_divisions_and_modulos_by_constants_share_one_floor_division() {
     let n = 70_001;
     for (ty, bits) in [("s8", 8), ("s16", 16), ("s32", 32), ("s64", 64)] {
         let (min, max) = (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1);
@@ -3536,9 +3536,11 @@ fn floor_divisions_and_modulos_by_constants_are_one_operation_each() {
             let text = floor_module(ty, n, d, "LT");
             let module = oxla_text::parse_module(&text).expect("the module parses");
             let exe = oxla_cpu::compile(&module).expect("it compiles");
-            // (A division by 1 simplifies away.)
+            // (A division by 1 simplifies away.) The modulo is the
+            // dividend less the floor quotient times the divisor: one
+            // floor division for both.
             assert!(
-                d == 1 || exe.describe().contains("2 floor divisions or modulos"),
+                d == 1 || exe.describe().contains("1 floor divisions or modulos"),
                 "{ty} by {d}: {}",
                 exe.describe()
             );
@@ -3604,5 +3606,32 @@ fn floor_divisions_and_modulos_by_constants_are_one_operation_each() {
         let want = oxla_interp::evaluate(&module, &args, &options, &NoServices).expect("interp");
         let got = exe.execute(&args, &options, &NoServices).expect("cpu");
         assert_eq!(got, want, "{ty}: GT");
+        // The modulo alone (the division dead): its own floor modulo.
+        let text = floor_module(ty, n, -7, "LT").replace(
+            &format!("({ty}[{n}], {ty}[{n}]) tuple(fd, fm)"),
+            &format!("({ty}[{n}]) tuple(fm)"),
+        );
+        let module = oxla_text::parse_module(&text).expect("the module parses");
+        let exe = oxla_cpu::compile(&module).expect("it compiles");
+        assert!(
+            exe.describe().contains("1 floor divisions or modulos"),
+            "{}",
+            exe.describe()
+        );
+        let want = oxla_interp::evaluate(&module, &args, &options, &NoServices).expect("interp");
+        let got = exe.execute(&args, &options, &NoServices).expect("cpu");
+        assert_eq!(got, want, "{ty}: the modulo alone");
+        let Literal::Tuple(parts) = &got else {
+            panic!("a tuple")
+        };
+        let Some(Literal::Array(a)) = parts.first() else {
+            panic!("an array")
+        };
+        for (i, &x) in values.iter().enumerate().step_by(89) {
+            // The sign of the divisor, or 0.
+            let m = x.rem_euclid(7);
+            let want = if m == 0 { 0 } else { m - 7 };
+            assert_eq!(a.data().scalar(i).as_i128(), want, "{ty}: {x} mod -7");
+        }
     }
 }
