@@ -3592,35 +3592,32 @@ fn floor_divisions_and_modulos_by_constants_share_one_floor_division() {
                 }
             }
         }
+        // Modules of one floor division or modulo: they agree with the
+        // interpreter.
+        let one_floor = |text: &str, what: &str| {
+            let module = oxla_text::parse_module(text).expect("the module parses");
+            let exe = oxla_cpu::compile(&module).expect("it compiles");
+            assert!(
+                exe.describe().contains("1 floor divisions or modulos"),
+                "{ty}, {what}: {}",
+                exe.describe()
+            );
+            let options = EvalOptions::default();
+            let want =
+                oxla_interp::evaluate(&module, &args, &options, &NoServices).expect("interp");
+            let got = exe.execute(&args, &options, &NoServices).expect("cpu");
+            assert_eq!(got, want, "{ty}: {what}");
+            got
+        };
         // A sign test that is not JAX's (`r > 0` for a positive divisor):
-        // the selects stay, and still agree with the interpreter.
-        let text = floor_module(ty, n, 5, "GT");
-        let module = oxla_text::parse_module(&text).expect("the module parses");
-        let exe = oxla_cpu::compile(&module).expect("it compiles");
-        assert!(
-            exe.describe().contains("1 floor divisions or modulos"),
-            "{}",
-            exe.describe()
-        );
-        let options = EvalOptions::default();
-        let want = oxla_interp::evaluate(&module, &args, &options, &NoServices).expect("interp");
-        let got = exe.execute(&args, &options, &NoServices).expect("cpu");
-        assert_eq!(got, want, "{ty}: GT");
+        // the modulo's selects stay.
+        one_floor(&floor_module(ty, n, 5, "GT"), "GT");
         // The modulo alone (the division dead): its own floor modulo.
         let text = floor_module(ty, n, -7, "LT").replace(
             &format!("({ty}[{n}], {ty}[{n}]) tuple(fd, fm)"),
             &format!("({ty}[{n}]) tuple(fm)"),
         );
-        let module = oxla_text::parse_module(&text).expect("the module parses");
-        let exe = oxla_cpu::compile(&module).expect("it compiles");
-        assert!(
-            exe.describe().contains("1 floor divisions or modulos"),
-            "{}",
-            exe.describe()
-        );
-        let want = oxla_interp::evaluate(&module, &args, &options, &NoServices).expect("interp");
-        let got = exe.execute(&args, &options, &NoServices).expect("cpu");
-        assert_eq!(got, want, "{ty}: the modulo alone");
+        let got = one_floor(&text, "the modulo alone");
         let Literal::Tuple(parts) = &got else {
             panic!("a tuple")
         };
