@@ -3532,31 +3532,34 @@ fn floor_divisions_and_modulos_by_constants_share_one_floor_division() {
         let divisors = [
             5, -5, 1, -1, 2, -2, 7, 11, 127, -128, max as i64, min as i64,
         ];
-        for d in divisors.into_iter().chain((bits > 8).then_some(1000)) {
-            let text = floor_module(ty, n, d, "LT");
-            let module = oxla_text::parse_module(&text).expect("the module parses");
+        // A module's plan, and its results, which agree with the
+        // interpreter's.
+        let run = |text: &str, what: &str| {
+            let module = oxla_text::parse_module(text).expect("the module parses");
             let exe = oxla_cpu::compile(&module).expect("it compiles");
+            let options = EvalOptions::default();
+            let want =
+                oxla_interp::evaluate(&module, &args, &options, &NoServices).expect("interp");
+            let got = exe.execute(&args, &options, &NoServices).expect("cpu");
+            assert_eq!(got, want, "{ty}: {what}");
+            (exe.describe(), got)
+        };
+        for d in divisors.into_iter().chain((bits > 8).then_some(1000)) {
+            let (plan, got) = run(&floor_module(ty, n, d, "LT"), &format!("by {d}"));
             // (A division by 1 simplifies away.) The modulo is the
             // dividend less the floor quotient times the divisor: one
             // floor division for both.
             assert!(
-                d == 1 || exe.describe().contains("1 floor divisions or modulos"),
-                "{ty} by {d}: {}",
-                exe.describe()
+                d == 1 || plan.contains("1 floor divisions or modulos"),
+                "{ty} by {d}: {plan}"
             );
             // Its buffers (the input and the two results at least, 12
             // bytes an element in s32) would take more than half of L1 at
             // 2048 elements a tile.
             assert!(
-                d == 1 || ty != "s32" || exe.describe().contains("1024 elements a tile"),
-                "{ty} by {d}: {}",
-                exe.describe()
+                d == 1 || ty != "s32" || plan.contains("1024 elements a tile"),
+                "{ty} by {d}: {plan}"
             );
-            let options = EvalOptions::default();
-            let want =
-                oxla_interp::evaluate(&module, &args, &options, &NoServices).expect("interp");
-            let got = exe.execute(&args, &options, &NoServices).expect("cpu");
-            assert_eq!(got, want, "{ty} by {d}");
             // The exact values, from Euclidean division in i128.
             let Literal::Tuple(parts) = &got else {
                 panic!("a tuple")
@@ -3592,21 +3595,13 @@ fn floor_divisions_and_modulos_by_constants_share_one_floor_division() {
                 }
             }
         }
-        // Modules of one floor division or modulo: they agree with the
-        // interpreter.
+        // Modules of one floor division or modulo.
         let one_floor = |text: &str, what: &str| {
-            let module = oxla_text::parse_module(text).expect("the module parses");
-            let exe = oxla_cpu::compile(&module).expect("it compiles");
+            let (plan, got) = run(text, what);
             assert!(
-                exe.describe().contains("1 floor divisions or modulos"),
-                "{ty}, {what}: {}",
-                exe.describe()
+                plan.contains("1 floor divisions or modulos"),
+                "{ty}, {what}: {plan}"
             );
-            let options = EvalOptions::default();
-            let want =
-                oxla_interp::evaluate(&module, &args, &options, &NoServices).expect("interp");
-            let got = exe.execute(&args, &options, &NoServices).expect("cpu");
-            assert_eq!(got, want, "{ty}: {what}");
             got
         };
         // A sign test that is not JAX's (`r > 0` for a positive divisor):
