@@ -1051,8 +1051,8 @@ pub(crate) struct Scratch<T> {
     ///
     /// The passes themselves are what still separates a long loop from a
     /// hand-written one. An Adam step (four f32[4096, 1024] inputs, three
-    /// streamed outputs, nine passes a tile) took 3.9-4.4 ms here on two
-    /// threads (XLA 4.7); the same arithmetic written as one pass, every
+    /// streamed outputs, a dozen operations a tile) took 3.8-4.4 ms here
+    /// on two threads (XLA 3.9-4.7); the same arithmetic as one pass, every
     /// value in registers and the outputs streamed as they are computed,
     /// took 2.1-2.3 ms, and written as passes over 512-element tiles
     /// (copied out, the next tile hinted) 3.1-3.5 ms (stand-alone loops,
