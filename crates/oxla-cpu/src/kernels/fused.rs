@@ -1059,7 +1059,13 @@ pub(crate) struct Scratch<T> {
     /// 30 November 2026). Tiles of 1024 made no difference beyond the
     /// host's noise (3.77-4.37 ms against 4.03-4.22), tiles of 256 were
     /// slower (4.9-5.2), and lines aligned to pages instead of 64 bytes
-    /// changed nothing (3.85-4.24 against 3.90-4.40).
+    /// changed nothing (3.85-4.24 against 3.90-4.40). What the stand-alone
+    /// passes did show is that small tiles recover almost all of it when a
+    /// pass costs nothing beyond its loop: over 64 or 128 elements they
+    /// took 2.27-2.40 ms against 4.5 ms over 512 (one pass: 2.0), and 3.8
+    /// to 4.1 against 8.0 on one core (one pass: 2.6). Here each operation
+    /// of each tile also decides its pairing, rounding and operands anew,
+    /// which is what makes tiles below 512 cost more than they save.
     pub(crate) step: usize,
     /// Run a costly function that closes the loop chunk by chunk with the
     /// pair of operations before it (see `eval_tile`): set for loops alone,
