@@ -1064,8 +1064,9 @@ pub(crate) struct Scratch<T> {
     /// pass costs nothing beyond its loop: over 64 or 128 elements they
     /// took 2.27-2.40 ms against 4.5 ms over 512 (one pass: 2.0), and 3.8
     /// to 4.1 against 8.0 on one core (one pass: 2.6). Here each operation
-    /// of each tile also decides its pairing, rounding and operands anew,
-    /// which is what makes tiles below 512 cost more than they save.
+    /// of each tile also decides its pairing, rounding and operands anew
+    /// (see `eval_tile`), a cost that tiles of 256 double; taking those
+    /// decisions once per loop is the likely way to smaller tiles.
     pub(crate) step: usize,
     /// Run a costly function that closes the loop chunk by chunk with the
     /// pair of operations before it (see `eval_tile`): set for loops alone,
