@@ -1061,9 +1061,10 @@ pub(crate) struct Scratch<T> {
     /// slower (4.9-5.2), and lines aligned to pages instead of 64 bytes
     /// changed nothing (3.85-4.24 against 3.90-4.40). What the stand-alone
     /// passes did show is that small tiles recover almost all of it when a
-    /// pass costs nothing beyond its loop: over 64 or 128 elements they
-    /// took 2.27-2.40 ms against 4.5 ms over 512 (one pass: 2.0), and 3.8
-    /// to 4.1 against 8.0 on one core (one pass: 2.6). Here each operation
+    /// pass costs nothing beyond its loop: in a later run, with no hints
+    /// spread over the passes, over 64 or 128 elements they took 2.27-2.40
+    /// ms against 4.5 ms over 512 (one pass: 2.0), and 3.8 to 4.1 against
+    /// 8.0 on one core (one pass: 2.6). Here each operation
     /// of each tile also decides its pairing, rounding and operands anew
     /// (see `eval_tile`), a cost that tiles of 256 double; taking those
     /// decisions once per loop is the likely way to smaller tiles.
