@@ -760,18 +760,65 @@ fn read_after(f: &FusedLoop, from: usize, reg: usize) -> bool {
     f.is_result(r)
 }
 
+/// The registers an operation reads: every register but the one it writes
+/// (which no operation reads, see [`FusedLoop::pairs`]), through the map
+/// from registers to their buffers ([`Scratch::phys`]). Borrowing around
+/// the written buffer, rather than moving it out of the list and back,
+/// keeps the buffers' headers in place: a move and a swap of them each
+/// operation made the next reads wait on the stores (store forwarding
+/// fails on the mixed sizes), 15% of the samples of an Adam step in tiles
+/// of 64.
+#[derive(Clone, Copy)]
+struct Regs<'a, T> {
+    lo: &'a [Vec<T>],
+    hi: &'a [Vec<T>],
+    /// The written buffer (`lo.len()`), or past the end if none.
+    at: usize,
+    phys: &'a [usize],
+}
+
+impl<'a, T> Regs<'a, T> {
+    /// All the registers, for reading.
+    fn all(regs: &'a [Vec<T>], phys: &'a [usize]) -> Regs<'a, T> {
+        Regs {
+            lo: regs,
+            hi: &[],
+            at: usize::MAX,
+            phys,
+        }
+    }
+
+    /// Register `r`'s buffer to write, and the others to read.
+    fn split(regs: &'a mut [Vec<T>], phys: &'a [usize], r: usize) -> (&'a mut [T], Regs<'a, T>) {
+        let at = phys[r];
+        let (lo, rest) = regs.split_at_mut(at);
+        let (out, hi) = rest.split_first_mut().expect("a register of the loop");
+        (out, Regs { lo, hi, at, phys })
+    }
+
+    #[inline(always)]
+    fn get(self, r: usize) -> &'a [T] {
+        let q = self.phys[r];
+        match q.cmp(&self.at) {
+            std::cmp::Ordering::Less => &self.lo[q],
+            std::cmp::Ordering::Greater => &self.hi[q - self.at - 1],
+            std::cmp::Ordering::Equal => &[],
+        }
+    }
+}
+
 /// Positions `range` of what `s` names in a tile: a leaf's values, or a
 /// register's.
 #[inline(always)]
 fn values<'a, T>(
     s: Src,
     leaves: &[&'a [T]],
-    regs: &'a [Vec<T>],
+    regs: Regs<'a, T>,
     range: std::ops::Range<usize>,
 ) -> &'a [T] {
     match s {
         Src::Leaf(i) => &leaves[i][range],
-        Src::Reg(r) => &regs[r][range],
+        Src::Reg(r) => &regs.get(r)[range],
     }
 }
 
@@ -781,7 +828,7 @@ fn values<'a, T>(
 fn operand<'a, T: Copy>(
     s: Src,
     leaves: &[&'a [T]],
-    regs: &'a [Vec<T>],
+    regs: Regs<'a, T>,
     splats: &[Option<T>; INLINE_LEAVES],
     range: std::ops::Range<usize>,
 ) -> Arg<'a, T> {
@@ -795,7 +842,7 @@ fn operand<'a, T: Copy>(
 }
 
 /// The arithmetic before a closing costly function (see `eval_tile`).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Head {
     Pair(Binary, Src, Src, Binary, Src),
     One(Binary, Src, Src),
@@ -1020,6 +1067,10 @@ pub(crate) struct Scratch<T> {
     /// Elements each register and leaf buffer holds: the longest tile.
     cap: usize,
     regs: Vec<Vec<T>>,
+    /// Per register, the buffer in `regs` that holds it: a pair or a
+    /// rounded operation writes the first operation's register and then
+    /// takes the second's, by swapping their entries here.
+    phys: Vec<usize>,
     leaves: Vec<Vec<T>>,
     /// Whether some operation reads the leaf as values (not only binary
     /// operations and comparisons, which take splats), or it is the result.
@@ -1035,6 +1086,14 @@ pub(crate) struct Scratch<T> {
     /// Per operation: whether it runs in one loop with the rounding after
     /// it (see [`FusedLoop::rounded`]).
     rounds: Vec<bool>,
+    /// The steps of a tile (see [`plan`]), and the kind of tile they were
+    /// planned for.
+    plan: Vec<(usize, Step)>,
+    kind: Option<TileKind>,
+    /// The lines of a tile each step hints (see [`shares`]), for tiles of
+    /// `share_lines` lines.
+    shares: Vec<(usize, usize)>,
+    share_lines: usize,
     /// Elements per tile, at most [`TILE`]. Each operation of a tile is a
     /// pass over it, so a tile's last passes, which read only registers,
     /// leave memory idle; a fused loop alone takes shorter tiles
@@ -1064,10 +1123,16 @@ pub(crate) struct Scratch<T> {
     /// pass costs nothing beyond its loop: in a later run, with no hints
     /// spread over the passes, over 64 or 128 elements they took 2.27-2.40
     /// ms against 4.5 ms over 512 (one pass: 2.0), and 3.8 to 4.1 against
-    /// 8.0 on one core (one pass: 2.6). Here each operation
-    /// of each tile also decides its pairing, rounding and operands anew
-    /// (see `eval_tile`), a cost that tiles of 256 double; taking those
-    /// decisions once per loop is the likely way to smaller tiles.
+    /// 8.0 on one core (one pass: 2.6). Taking each tile's decisions
+    /// (pairing, rounding, the closing function) once per loop ([`plan`])
+    /// and its prefetch shares once per tile length ([`shares`]) did not
+    /// make small tiles pay here: on the AVX2 EPYC (Zen 3) of 1 December
+    /// 2026 that Adam step took 4.1-4.4 ms with tiles of 512, 5.4-8.4 with
+    /// 256, 8.2-12.8 with 128 and 12.9-14.8 with 64 on two threads
+    /// (alternating runs of one build; 9.6 against 15.8 ms for 512 and 128
+    /// on one core). The profile of tiles of 128 has no single cost: the
+    /// loads of the passes wait longer, and the helpers left out of line
+    /// (the operands' slices) take about an eighth of the samples.
     pub(crate) step: usize,
     /// Run a costly function that closes the loop chunk by chunk with the
     /// pair of operations before it (see `eval_tile`): set for loops alone,
@@ -1076,7 +1141,7 @@ pub(crate) struct Scratch<T> {
     /// against 0.245).
     pub(crate) chunk_costly: bool,
     /// Hint the next tile of each contiguous input into cache, a share of
-    /// it before each operation ([`prefetch_share`]): set for loops alone
+    /// it before each operation ([`shares`]): set for loops alone
     /// with at least [`PREFETCH_PASSES`] passes a tile, whose later passes
     /// read only registers and so leave memory idle, for longer than the
     /// hardware's prefetchers run ahead.
@@ -1099,32 +1164,46 @@ pub(crate) struct Scratch<T> {
 /// against 1.54 ms): there the hardware's prefetchers keep up alone.
 const PREFETCH_PASSES: usize = 4;
 
-/// Prefetches share `at` of `ops` of the lines of the tile of `len`
-/// elements at column `col` of each contiguous input leaf.
+/// The byte address, in each contiguous input leaf (the first
+/// [`INLINE_LEAVES`]), of the tile at column `col`: the lines each step of
+/// a tile hints into cache, its share of the next tile's (see
+/// [`Scratch::prefetch`]), are counted from these. Returns how many.
 #[inline(always)]
-fn prefetch_share<T>(
+fn next_tile<T>(
     sources: &[Source<'_, T>],
     space: &Space,
     offsets: &[i64],
     col: usize,
-    len: usize,
-    at: usize,
-    ops: usize,
-) {
-    let per_line = (64 / std::mem::size_of::<T>()).max(1);
-    let lines = len.div_ceil(per_line);
-    let (l0, l1) = (at * lines / ops, (at + 1) * lines / ops);
-    if l0 == l1 {
-        return;
-    }
+    at: &mut [usize; INLINE_LEAVES],
+) -> usize {
+    let mut n = 0;
     for src in sources {
         if let Source::Data(d, vi) = *src
             && space.strides[vi].last() == Some(&1)
             && let Ok(base) = usize::try_from(offsets[vi] + col as i64)
+            && let Some(tile) = d.get(base..)
+            && n < INLINE_LEAVES
         {
-            super::gather::prefetch(d, base + l0 * per_line, (l1 - l0) * per_line);
+            at[n] = tile.as_ptr() as usize;
+            n += 1;
         }
     }
+    n
+}
+
+/// Each step's share of the lines of a tile: the operation at position `at`
+/// of `ops` takes lines `[at * lines / ops, (at + 1) * lines / ops)`.
+/// Computed once per plan and tile length, not per step of every tile:
+/// there the divisions and the leaves' checks took a tenth of the samples
+/// of an Adam step in tiles of 128.
+fn shares(steps: &[(usize, Step)], ops: usize, lines: usize, out: &mut Vec<(usize, usize)>) {
+    out.clear();
+    let ops = ops.max(1);
+    out.extend(
+        steps
+            .iter()
+            .map(|&(at, _)| (at * lines / ops, (at + 1) * lines / ops)),
+    );
 }
 
 /// Memory a row pipeline hints into cache while it computes: the next block
@@ -1252,12 +1331,17 @@ impl<T: Float> Scratch<T> {
         Scratch {
             cap: len,
             regs: vec![vec![T::ZERO; len]; f.registers],
+            phys: (0..f.registers).collect(),
             leaves: vec![vec![T::ZERO; len]; f.leaves.len()],
             leaf_as_slice,
             stream: false,
             narrow: false,
             rounds: f.rounded(&pairs),
             pairs,
+            plan: Vec::new(),
+            kind: None,
+            shares: Vec::new(),
+            share_lines: usize::MAX,
             step: TILE,
             chunk_costly: false,
             prefetch: false,
@@ -1586,7 +1670,7 @@ impl FusedLoop {
                 .into_par_iter()
                 .enumerate()
                 .for_each(|(i, (chunk, other))| {
-                    let mut scratch = lone(chunk.len());
+                    let mut scratch = lone(step.min(chunk.len()));
                     let mut extra = Extra::new(chunk, regs, other);
                     dispatch_span(
                         self,
@@ -2279,7 +2363,7 @@ fn tile<T: Float, const FMA: bool>(
     {
         out.copy_from_slice(result);
     }
-    extra.write(out, &scratch.regs, scratch.stream);
+    extra.write(out, &scratch.regs, &scratch.phys, scratch.stream);
 }
 
 /// A multi-output loop's other results (see [`FusedLoop::extra`]): where
@@ -2336,7 +2420,7 @@ impl<'a, T: Copy> Extra<'a, T> {
     /// Copies each result's tile from its register to its output, at the
     /// place of `out`, the tile just written of the task's main result.
     #[inline(always)]
-    fn write(&mut self, out: &[T], regs: &[Vec<T>], stream: bool)
+    fn write(&mut self, out: &[T], regs: &[Vec<T>], phys: &[usize], stream: bool)
     where
         T: Float,
     {
@@ -2351,11 +2435,195 @@ impl<'a, T: Copy> Extra<'a, T> {
         }
         for (r, o) in &mut self.outs {
             if stream {
-                copy_streamed(&regs[*r][..len], &mut o[at..at + len]);
+                copy_streamed(&regs[phys[*r]][..len], &mut o[at..at + len]);
             } else {
-                o[at..at + len].copy_from_slice(&regs[*r][..len]);
+                o[at..at + len].copy_from_slice(&regs[phys[*r]][..len]);
             }
         }
+    }
+}
+
+/// What one operation (or fused pair, or operation and its rounding) of a
+/// tile does: [`eval_tile`]'s decisions, taken once per loop and kind of
+/// tile (which leaves are splats, whether the caller's buffer is given) by
+/// [`plan`] rather than anew for every operation of every tile.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// `c(b(x, y))`, the loop's last operations, in one pass: into the
+    /// caller's buffer, or else into register `to`. Ends the tile.
+    Costly {
+        c: Costly,
+        b: Binary,
+        x: Src,
+        y: Src,
+        to: Option<usize>,
+    },
+    /// `c(a * x + y)` likewise.
+    CostlyAffine {
+        c: Costly,
+        a: Src,
+        x: Src,
+        y: Src,
+        to: Option<usize>,
+    },
+    /// A pair and the closing function `u` after it, chunk by chunk, into
+    /// the caller's buffer (register `dst` holding each chunk's pair).
+    Chunked { head: Head, u: Unary, dst: usize },
+    /// One pass writing register `dst` (or the caller's buffer, if
+    /// `direct`, which ends the tile), swapped into `result`'s.
+    Pass {
+        kind: Pass,
+        dst: usize,
+        result: usize,
+        direct: bool,
+    },
+}
+
+/// The loop of a [`Step::Pass`].
+#[derive(Clone, Copy, Debug)]
+enum Pass {
+    Square(Binary, Src, Src),
+    Pair(Binary, Src, Src, Binary, Src),
+    Unary(Unary, Src),
+    Rounded(Binary, bool, Src, Src),
+    Binary(Binary, Src, Src),
+    Compare(ComparisonDirection, Src, Src),
+    Select(Src, Src, Src),
+    Clamp(Src, Src, Src),
+}
+
+/// The kind of tile a plan was made for: a bit per leaf (of the first
+/// [`INLINE_LEAVES`]) with one value across the tile, and whether the
+/// caller's buffer was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TileKind {
+    splats: u32,
+    direct: bool,
+}
+
+/// The steps of a tile of `f` of kind `kind`, each with the position of its
+/// first operation (for [`shares`]): the operations in order, two
+/// in one loop where `pairs` (the first reading values, not a splat) or
+/// `rounds` say so, and a closing costly function with the arithmetic
+/// before it where it can.
+fn plan(
+    f: &FusedLoop,
+    kind: TileKind,
+    pairs: &[bool],
+    rounds: &[bool],
+    chunk_costly: bool,
+    steps: &mut Vec<(usize, Step)>,
+) {
+    steps.clear();
+    let splat =
+        |s: Src| matches!(s, Src::Leaf(i) if i < INLINE_LEAVES && kind.splats >> i & 1 == 1);
+    let last = f.code.len().wrapping_sub(1);
+    let mut at = 0;
+    while at < f.code.len() {
+        let (op, dst) = f.code[at];
+        // Two operations in one loop where planned, and the first reads
+        // values (not one splat) in this tile.
+        let pair = match (pairs.get(at), op) {
+            (Some(true), Op::Binary(b1, a, x)) if !splat(a) => match f.code.get(at + 1) {
+                Some(&(Op::Binary(b2, _, y), dst2)) => Some((b1, a, x, b2, y, dst2)),
+                _ => None,
+            },
+            _ => None,
+        };
+        // An operation and the rounding of its result, in one loop.
+        let rounded = match (rounds.get(at), op, f.code.get(at + 1)) {
+            (Some(true), Op::Binary(..), Some(&(Op::Unary(u, _), rdst))) => {
+                Some((u == Unary::RoundF16, rdst))
+            }
+            _ => None,
+        };
+        // A pair (or a rounded operation) writes the first operation's
+        // register, which it alone reads and no operand of the pair
+        // occupies (the second's own may hold the pair's first operand),
+        // then swaps it into the second's.
+        let (end, result) = match (pair, rounded) {
+            (Some((.., dst2)), _) | (None, Some((_, dst2))) => (at + 1, dst2),
+            (None, None) => (at, dst),
+        };
+        // An addition, subtraction or product (or a pair of them) whose
+        // result only a closing costly function reads, as in `exp(x - max)`
+        // or `tanh(a * b + c)`. One operation and the function run as one
+        // pass. A pair, in a loop alone, runs chunk by chunk with the
+        // function, so the function's arithmetic overlaps the loads of the
+        // next chunk instead of following all of them.
+        let head = match (pair, op) {
+            _ if rounded.is_some() => None,
+            (Some((b1, a, x, b2, y, dst2)), _) if y != Src::Reg(dst) => {
+                Some((Head::Pair(b1, a, x, b2, y), dst2))
+            }
+            (None, Op::Binary(b, x, y)) if matches!(b, Binary::Add | Binary::Sub | Binary::Mul) => {
+                Some((Head::One(b, x, y), dst))
+            }
+            _ => None,
+        };
+        let closing = match (head, f.code.get(end + 1)) {
+            (Some((head, r)), Some(&(Op::Unary(u, arg_reg), udst)))
+                if end + 1 == last
+                    && arg_reg == Src::Reg(r)
+                    && f.result == Src::Reg(udst)
+                    && !f.extra.iter().any(|&(e, _)| e == arg_reg) =>
+            {
+                costly(u).map(|c| (head, u, c, udst))
+            }
+            _ => None,
+        };
+        // Into the caller's buffer, or else the function's register unless
+        // an operand is there.
+        let into = |operands: &[Src], udst: usize| match kind.direct {
+            true => Some(None),
+            false => (!operands.contains(&Src::Reg(udst))).then_some(Some(udst)),
+        };
+        let closed = match closing {
+            Some((Head::One(b, x, y), _, c, udst)) => {
+                into(&[x, y], udst).map(|to| Step::Costly { c, b, x, y, to })
+            }
+            Some((Head::Pair(Binary::Mul, a, x, Binary::Add, y), _, c, udst)) => {
+                into(&[a, x, y], udst).map(|to| Step::CostlyAffine { c, a, x, y, to })
+            }
+            _ => None,
+        };
+        let closed = closed.or(match closing {
+            Some((head, u, ..)) if chunk_costly && kind.direct => {
+                Some(Step::Chunked { head, u, dst })
+            }
+            _ => None,
+        });
+        if let Some(step) = closed {
+            steps.push((at, step));
+            return;
+        }
+        let pass = match (pair, op) {
+            (Some((b1, a, x, _, y, _)), _) if y == Src::Reg(dst) => Pass::Square(b1, a, x),
+            (Some((b1, a, x, b2, y, _)), _) => Pass::Pair(b1, a, x, b2, y),
+            (None, Op::Unary(u, a)) => Pass::Unary(u, a),
+            (None, Op::Binary(b, x, y)) => match rounded {
+                Some((f16, _)) => Pass::Rounded(b, f16, x, y),
+                None => Pass::Binary(b, x, y),
+            },
+            (None, Op::Compare(dir, x, y)) => Pass::Compare(dir, x, y),
+            (None, Op::Select(p, x, y)) => Pass::Select(p, x, y),
+            (None, Op::Clamp(lo, x, hi)) => Pass::Clamp(lo, x, hi),
+        };
+        // The last operation writes the caller's buffer directly, when given one.
+        let direct = end == last && f.result == Src::Reg(result) && kind.direct;
+        steps.push((
+            at,
+            Step::Pass {
+                kind: pass,
+                dst,
+                result,
+                direct,
+            },
+        ));
+        if direct {
+            return;
+        }
+        at = end + 1;
     }
 }
 
@@ -2376,6 +2644,10 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
     // with one value across the tile is a splat; only operations that
     // cannot take a splat get it written out.
     let mut splats: [Option<T>; INLINE_LEAVES] = [None; INLINE_LEAVES];
+    let mut kind = TileKind {
+        splats: 0,
+        direct: direct.is_some(),
+    };
     for (k, src) in sources.iter().enumerate() {
         let splat = match *src {
             Source::Scalar(v) => Some(v),
@@ -2386,6 +2658,7 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
         };
         if let (Some(v), Some(slot)) = (splat, splats.get_mut(k)) {
             *slot = Some(v);
+            kind.splats |= 1 << k;
             if !scratch.leaf_as_slice[k] {
                 continue;
             }
@@ -2418,6 +2691,29 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
             }
         }
     }
+    if scratch.kind != Some(kind) {
+        plan(
+            f,
+            kind,
+            &scratch.pairs,
+            &scratch.rounds,
+            scratch.chunk_costly,
+            &mut scratch.plan,
+        );
+        scratch.kind = Some(kind);
+        scratch.share_lines = usize::MAX;
+    }
+    // The next tile's lines, a share hinted before each step.
+    let mut hints = [0usize; INLINE_LEAVES];
+    let mut hinted = 0;
+    if scratch.prefetch {
+        let lines = len.div_ceil((64 / std::mem::size_of::<T>()).max(1));
+        if scratch.share_lines != lines {
+            shares(&scratch.plan, f.code.len(), lines, &mut scratch.shares);
+            scratch.share_lines = lines;
+        }
+        hinted = next_tile(sources, space, offsets, col + len, &mut hints);
+    }
     // Slices for every leaf: contiguous inputs directly, the rest from
     // scratch; on the stack for the usual handful of leaves (this runs per
     // tile, where an allocation would cost as much as a cheap op).
@@ -2433,16 +2729,14 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
     };
     let Scratch {
         regs,
+        phys,
         leaves: scratch_leaves,
-        pairs,
-        rounds,
-        chunk_costly,
-        prefetch,
+        plan: steps,
+        shares,
         ..
     } = scratch;
-    let chunk_costly = *chunk_costly;
-    let prefetch = *prefetch;
     let scratch_leaves: &'r [Vec<T>] = scratch_leaves;
+    let steps: &'r [(usize, Step)] = steps;
     let mut inline: [&[T]; INLINE_LEAVES] = [&[]; INLINE_LEAVES];
     let heap: Vec<&[T]>;
     let leaves: &[&[T]] = if sources.len() <= INLINE_LEAVES {
@@ -2458,107 +2752,51 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
             .collect();
         &heap
     };
-    let last = f.code.len().wrapping_sub(1);
-    let mut at = 0;
-    while at < f.code.len() {
-        if prefetch {
-            prefetch_share(sources, space, offsets, col + len, len, at, f.code.len());
-        }
-        let (op, dst) = f.code[at];
-        // Two operations in one loop where planned, and the first reads
-        // values (not one splat) in this tile.
-        let pair = match (pairs.get(at), op) {
-            (Some(true), Op::Binary(b1, a, x)) => match a {
-                Src::Leaf(i) if splats.get(i).copied().flatten().is_some() => None,
-                _ => match f.code.get(at + 1) {
-                    Some(&(Op::Binary(b2, _, y), dst2)) => Some((b1, a, x, b2, y, dst2)),
-                    _ => None,
-                },
-            },
-            _ => None,
-        };
-        // An operation and the rounding of its result, in one loop.
-        let rounded = match (rounds.get(at), op, f.code.get(at + 1)) {
-            (Some(true), Op::Binary(..), Some(&(Op::Unary(u, _), rdst))) => {
-                Some((u == Unary::RoundF16, rdst))
-            }
-            _ => None,
-        };
-        // A pair (or a rounded operation) writes the first operation's
-        // register, which it alone reads and no operand of the pair
-        // occupies (the second's own may hold the pair's first operand),
-        // then swaps it into the second's.
-        let (end, result, dst) = match (pair, rounded) {
-            (Some((.., dst2)), _) | (None, Some((_, dst2))) => (at + 1, dst2, dst),
-            (None, None) => (at, dst, dst),
-        };
-        // An addition, subtraction or product (or a pair of them) whose
-        // result only a closing costly function reads, as in `exp(x - max)`
-        // or `tanh(a * b + c)`. One operation and the function run as one
-        // pass. A pair, in a loop alone, runs chunk by chunk with the
-        // function, so the function's arithmetic overlaps the loads of the
-        // next chunk instead of following all of them.
-        let head = match (pair, op) {
-            _ if rounded.is_some() => None,
-            (Some((b1, a, x, b2, y, dst2)), _) if y != Src::Reg(dst) => {
-                Some((Head::Pair(b1, a, x, b2, y), dst2))
-            }
-            (None, Op::Binary(b, x, y)) if matches!(b, Binary::Add | Binary::Sub | Binary::Mul) => {
-                Some((Head::One(b, x, y), dst))
-            }
-            _ => None,
-        };
-        let closing = match (head, f.code.get(end + 1)) {
-            (Some((head, r)), Some(&(Op::Unary(u, arg_reg), udst)))
-                if end + 1 == last
-                    && arg_reg == Src::Reg(r)
-                    && f.result == Src::Reg(udst)
-                    && !f.extra.iter().any(|&(e, _)| e == arg_reg) =>
-            {
-                costly(u).map(|c| (head, u, c, udst))
-            }
-            _ => None,
-        };
-        if let Some((Head::One(b, x, y), _, c, udst)) = closing {
-            if let Some(buf) = direct.take() {
-                let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
-                costly_after::<T, FMA>(c, b, &mut buf[..len], arg(x), arg(y));
-                return None;
-            }
-            // Into the function's register, unless an operand is there.
-            let to = Src::Reg(udst);
-            if to != x && to != y {
-                let mut d = std::mem::take(&mut regs[udst]);
-                let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
-                costly_after::<T, FMA>(c, b, &mut d[..len], arg(x), arg(y));
-                regs[udst] = d;
-                return Some(&regs[udst][..len]);
+    for (i, &(_, step)) in steps.iter().enumerate() {
+        if let (true, Some(&(l0, l1))) = (hinted > 0, shares.get(i)) {
+            for &h in &hints[..hinted] {
+                for line in l0..l1 {
+                    prefetch_line(h + line * 64);
+                }
             }
         }
-        if let Some((Head::Pair(Binary::Mul, a, x, Binary::Add, y), _, c, udst)) = closing {
-            if let Some(buf) = direct.take() {
+        match step {
+            Step::Costly { c, b, x, y, to } => {
+                let Some(to) = to else {
+                    let buf = direct.take()?;
+                    let regs = Regs::all(regs, phys);
+                    let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
+                    costly_after::<T, FMA>(c, b, &mut buf[..len], arg(x), arg(y));
+                    return None;
+                };
+                {
+                    let (d, regs) = Regs::split(regs, phys, to);
+                    let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
+                    costly_after::<T, FMA>(c, b, &mut d[..len], arg(x), arg(y));
+                }
+                return Some(&regs[phys[to]][..len]);
+            }
+            Step::CostlyAffine { c, a, x, y, to } => {
                 // (A pair here starts from values, never a splat.)
-                let a = values(a, leaves, regs, 0..len);
-                let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
-                costly_after_affine::<T, FMA>(c, &mut buf[..len], a, arg(x), arg(y));
-                return None;
+                let Some(to) = to else {
+                    let buf = direct.take()?;
+                    let regs = Regs::all(regs, phys);
+                    let a = values(a, leaves, regs, 0..len);
+                    let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
+                    costly_after_affine::<T, FMA>(c, &mut buf[..len], a, arg(x), arg(y));
+                    return None;
+                };
+                {
+                    let (d, regs) = Regs::split(regs, phys, to);
+                    let a = values(a, leaves, regs, 0..len);
+                    let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
+                    costly_after_affine::<T, FMA>(c, &mut d[..len], a, arg(x), arg(y));
+                }
+                return Some(&regs[phys[to]][..len]);
             }
-            let to = Src::Reg(udst);
-            if to != a && to != x && to != y {
-                let mut d = std::mem::take(&mut regs[udst]);
-                let a = values(a, leaves, regs, 0..len);
-                let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
-                costly_after_affine::<T, FMA>(c, &mut d[..len], a, arg(x), arg(y));
-                regs[udst] = d;
-                return Some(&regs[udst][..len]);
-            }
-        }
-        if let Some((head, u, ..)) = closing
-            && chunk_costly
-            && let Some(buf) = direct.take()
-        {
-            let mut d = std::mem::take(&mut regs[dst]);
-            {
+            Step::Chunked { head, u, dst } => {
+                let buf = direct.take()?;
+                let (d, regs) = Regs::split(regs, phys, dst);
                 let mut from = 0;
                 while from < len {
                     let to = (from + CHUNK).min(len);
@@ -2575,64 +2813,60 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
                     unary_loop::<T, FMA>(u, &mut buf[from..to], t);
                     from = to;
                 }
+                return None;
             }
-            regs[dst] = d;
-            return None;
-        }
-        // The last operation writes the caller's buffer directly, when given one.
-        let into_direct =
-            end == last && matches!(f.result, Src::Reg(r) if r == result) && direct.is_some();
-        let mut d = if into_direct {
-            Vec::new()
-        } else {
-            std::mem::take(&mut regs[dst])
-        };
-        {
-            let get = |s: Src| values(s, leaves, regs, 0..len);
-            let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
-            let out: &mut [T] = match direct.take() {
-                Some(buf) if into_direct => buf,
-                other => {
-                    direct = other;
-                    &mut d[..len]
-                }
-            };
-            // One loop per operation kind, so each loop body is branch-free and vectorises.
-            match (pair, op) {
-                (Some((b1, a, x, _, y, _)), _) if y == Src::Reg(dst) => {
-                    square_pair(b1, out, get(a), arg(x))
-                }
-                (Some((b1, a, x, b2, y, _)), _) => pair_loop(b1, b2, out, get(a), arg(x), arg(y)),
-                (None, Op::Unary(u, a)) => unary_loop::<T, FMA>(u, out, get(a)),
-                (None, Op::Binary(b, x, y)) => match rounded {
-                    Some((f16, _)) => rounded_loop(b, f16, out, arg(x), arg(y)),
-                    None => binary_loop(b, out, arg(x), arg(y)),
-                },
-                (None, Op::Compare(dir, x, y)) => compare_loop(dir, out, arg(x), arg(y)),
-                (None, Op::Select(p, x, y)) => {
-                    let (p, x, y) = (get(p), get(x), get(y));
-                    for (((o, &c), &a), &b) in out.iter_mut().zip(p).zip(x).zip(y) {
-                        *o = if c != T::ZERO { a } else { b };
+            Step::Pass {
+                kind,
+                dst,
+                result,
+                direct: into_direct,
+            } => {
+                {
+                    let (out, regs): (&mut [T], Regs<'_, T>) = match direct.take() {
+                        Some(buf) if into_direct => (buf, Regs::all(regs, phys)),
+                        other => {
+                            direct = other;
+                            let (d, regs) = Regs::split(regs, phys, dst);
+                            (&mut d[..len], regs)
+                        }
+                    };
+                    let get = |s: Src| values(s, leaves, regs, 0..len);
+                    let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
+                    // One loop per operation kind, so each loop body is
+                    // branch-free and vectorises.
+                    match kind {
+                        Pass::Square(b1, a, x) => square_pair(b1, out, get(a), arg(x)),
+                        Pass::Pair(b1, a, x, b2, y) => {
+                            pair_loop(b1, b2, out, get(a), arg(x), arg(y))
+                        }
+                        Pass::Unary(u, a) => unary_loop::<T, FMA>(u, out, get(a)),
+                        Pass::Rounded(b, f16, x, y) => rounded_loop(b, f16, out, arg(x), arg(y)),
+                        Pass::Binary(b, x, y) => binary_loop(b, out, arg(x), arg(y)),
+                        Pass::Compare(dir, x, y) => compare_loop(dir, out, arg(x), arg(y)),
+                        Pass::Select(p, x, y) => {
+                            let (p, x, y) = (get(p), get(x), get(y));
+                            for (((o, &c), &a), &b) in out.iter_mut().zip(p).zip(x).zip(y) {
+                                *o = if c != T::ZERO { a } else { b };
+                            }
+                        }
+                        Pass::Clamp(lo, x, hi) => {
+                            let (lo, x, hi) = (get(lo), get(x), get(hi));
+                            for (((o, &l), &v), &h) in out.iter_mut().zip(lo).zip(x).zip(hi) {
+                                *o = binary(Binary::Min, binary(Binary::Max, v, l), h);
+                            }
+                        }
                     }
                 }
-                (None, Op::Clamp(lo, x, hi)) => {
-                    let (lo, x, hi) = (get(lo), get(x), get(hi));
-                    for (((o, &l), &v), &h) in out.iter_mut().zip(lo).zip(x).zip(hi) {
-                        *o = binary(Binary::Min, binary(Binary::Max, v, l), h);
-                    }
+                if into_direct {
+                    return None;
                 }
+                phys.swap(dst, result);
             }
         }
-        if into_direct {
-            return None;
-        }
-        regs[dst] = d;
-        regs.swap(dst, result);
-        at = end + 1;
     }
     Some(match f.result {
         Src::Leaf(i) => leaves[i],
-        Src::Reg(r) => &regs[r][..len],
+        Src::Reg(r) => &regs[phys[r]][..len],
     })
 }
 
