@@ -792,6 +792,9 @@ impl<'a, T> Regs<'a, T> {
     fn split(regs: &'a mut [Vec<T>], phys: &'a [usize], r: usize) -> (&'a mut [T], Regs<'a, T>) {
         let at = phys[r];
         let (lo, rest) = regs.split_at_mut(at);
+        // Cannot fail: `r` and `phys` range over the loop's registers, which
+        // its compiler numbered (not the module's text), and
+        // `Scratch::new` made a buffer for each.
         let (out, hi) = rest.split_first_mut().expect("a register of the loop");
         (out, Regs { lo, hi, at, phys })
     }
