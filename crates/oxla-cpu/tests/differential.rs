@@ -1616,9 +1616,9 @@ fn row_maxima_and_minima_keep_xlas_zeros_and_nans() {
 
 #[test]
 fn outputs_large_enough_to_stream_past_the_cache() {
-    // Row-pipeline and gather outputs of 8 MiB and more are written with
-    // non-temporal stores: an odd row length puts the stores at every
-    // alignment. (A fused loop that size writes plainly.)
+    // Outputs of 8 MiB and more (row pipelines', gathers', fused loops')
+    // are written with non-temporal stores: an odd row length puts the
+    // stores at every alignment.
     check(
         "HloModule t\nENTRY e {\n  a = f32[1100,2001] parameter(0)\n  b = f32[2001] parameter(1)\n  bb = f32[1100,2001] broadcast(b), dimensions={1}\n  m = f32[1100,2001] multiply(a, bb)\n  ROOT t = f32[1100,2001] tanh(m)\n}\n",
         2e-6,
@@ -1637,6 +1637,29 @@ fn outputs_large_enough_to_stream_past_the_cache() {
         .replace("600,700", "2100,1003")
         .replace("bf16[600]", "bf16[2100]");
     assert!(check_exe(&centred, 0.0).contains("row pipeline"));
+}
+
+#[test]
+fn streamed_loops_of_several_results_are_exact() {
+    // Streamed loops write every result with non-temporal stores: three
+    // results (two of them the loop's other results) of an odd length, so
+    // tiles and lines fall at every alignment, and rows split among tasks.
+    let listing = check_exe(
+        "HloModule t\nENTRY e {\n  a = f32[1100,2003] parameter(0)\n  b = f32[1100,2003] parameter(1)\n  c = f32[1100,2003] parameter(2)\n  m = f32[1100,2003] multiply(a, b)\n  s = f32[1100,2003] add(m, c)\n  d = f32[1100,2003] subtract(s, a)\n  q = f32[1100,2003] multiply(d, d)\n  n = f32[1100,2003] maximum(q, b)\n  ROOT t = (f32[1100,2003], f32[1100,2003], f32[1100,2003]) tuple(s, q, n)\n}\n",
+        0.0,
+    );
+    assert!(listing.contains("fused loop"), "{listing}");
+    // One long row, split among tasks at tile boundaries.
+    check(
+        "HloModule t\nENTRY e {\n  a = f32[2400007] parameter(0)\n  b = f32[2400007] parameter(1)\n  m = f32[2400007] multiply(a, b)\n  s = f32[2400007] subtract(m, a)\n  ROOT t = f32[2400007] multiply(s, b)\n}\n",
+        0.0,
+    );
+    // An integer tiled loop of two results, both streamed.
+    let listing = check_exe(
+        "HloModule t\nENTRY e {\n  x = s32[1200007] parameter(0)\n  seven = s32[] constant(7)\n  k = s32[1200007] broadcast(seven), dimensions={}\n  m = s32[1200007] multiply(x, k)\n  three = s32[] constant(3)\n  t3 = s32[1200007] broadcast(three), dimensions={}\n  a = s32[1200007] add(m, t3)\n  r = s32[1200007] shift-right-arithmetic(x, t3)\n  y = s32[1200007] xor(a, r)\n  z = s32[1200007] and(y, m)\n  ROOT t = (s32[1200007], s32[1200007]) tuple(z, y)\n}\n",
+        0.0,
+    );
+    assert!(listing.contains("tiled loop"), "{listing}");
 }
 
 /// Runs `text` on both backends and checks `kernel` ran natively.

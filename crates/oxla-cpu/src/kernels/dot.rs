@@ -26,6 +26,15 @@ use crate::buffer::Pool;
 use crate::value::Value;
 
 /// Products with fewer multiply-adds than this run on one thread.
+///
+/// At this size `gemm`'s own threads gain little: scan_rnn's 64x128x128
+/// product of each step, on two threads, leaves the second waiting in the
+/// scheduler for a quarter of its samples. Splitting such products (up to
+/// 4M multiply-adds) into a band of rows per thread, each band a product of
+/// its own on one thread, did not help: scan_rnn took 2.92-3.51 ms against
+/// 2.83-3.22 with `gemm`'s threads (alternating runs, AVX2 EPYC, 1 December
+/// 2026). The serial work between the products (the step's tanh, sum and
+/// slices) is what keeps the second thread idle.
 pub(crate) const PARALLEL_MIN_FLOPS: usize = 1 << 20;
 
 /// Products up to this many multiply-adds run as plain loops.
