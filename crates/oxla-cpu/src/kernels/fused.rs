@@ -815,9 +815,10 @@ impl<'a, T> Regs<'a, T> {
     }
 }
 
-/// Where a step that ends the tile writes: register `to`'s buffer (and the
-/// others to read), or, for `None`, the caller's buffer (taken from
-/// `direct`; `None` if there is none) with every register to read.
+/// Where a step writes: register `to`'s buffer (and the others to read),
+/// or, for `None`, the caller's buffer (taken from `direct`, which only a
+/// step that ends the tile takes; `None` if there is none) with every
+/// register to read.
 #[inline(always)]
 fn target<'a, 'd: 'a, T>(
     direct: &mut Option<&'d mut [T]>,
@@ -2842,14 +2843,11 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
                 direct: into_direct,
             } => {
                 {
-                    let (out, regs): (&mut [T], Regs<'_, T>) = match direct.take() {
-                        Some(buf) if into_direct => (buf, Regs::all(regs, phys)),
-                        other => {
-                            direct = other;
-                            let (d, regs) = Regs::split(regs, phys, dst);
-                            (&mut d[..len], regs)
-                        }
-                    };
+                    // The caller's buffer where planned and given, else the
+                    // step's register.
+                    let to = (!into_direct || direct.is_none()).then_some(dst);
+                    let (out, regs) = target(&mut direct, regs, phys, to)?;
+                    let out = &mut out[..len];
                     let get = |s: Src| values(s, leaves, regs, 0..len);
                     let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
                     // One loop per operation kind, so each loop body is
