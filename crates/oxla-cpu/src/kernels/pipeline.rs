@@ -169,6 +169,20 @@ const AHEAD_MIN_BYTES: usize = 1 << 20;
 /// waited on memory: one core read and wrote 7.5 GB/s where the
 /// stand-alone loop, row by row, moves 23 (30 November 2026).
 ///
+/// A leaner row at a time was slower too (1 December 2026): one-value-a-row
+/// stages computed as single values instead of tiles of one, each stage's
+/// sources resolved once per range with the earlier stages' rows in a small
+/// arena (the same bits as blocks, checked on softmax, log-softmax and both
+/// layer norms), and each output row streamed once computed. On two
+/// threads bf16 layer norm took 2.45-3.71 ms with the next row hinted
+/// (2.25-3.86 two rows ahead, 2.92-3.76 unhinted) against 2.46-3.02 ms for
+/// these blocks, softmax 4.33-5.36 against 3.76-4.15, and on one core
+/// 4.50-7.39 against 3.57-5.78 (alternating runs in a slow hour of the
+/// AVX2 EPYC). The single values sit on each row's critical path (8% of
+/// the samples, mostly the reciprocal square root's division and root),
+/// and the streamed stores waited for memory as long as before (18% of the
+/// loop's samples): spreading them over the rows does not make them cheaper.
+///
 /// What a block in L1 would save is small: on one core, 16 KiB blocks
 /// (the two kept blocks in L1) cut the samples in the bf16 roundings by
 /// 21% and in the variance's fold by 11%, about 800 of 7,500 in all, while
