@@ -296,14 +296,9 @@ impl Float for f32 {
     #[inline(always)]
     fn round_bf16(self) -> f32 {
         let b = self.to_bits();
-        // Chosen before the low half is cleared, which then takes one
-        // operation for both (8 vector operations for 8 values with AVX2,
-        // not 9).
-        let wide = match self.is_nan() {
-            true => b | 0x0040_0000,
-            false => b.wrapping_add(0x7fff + ((b >> 16) & 1)),
-        };
-        f32::from_bits(wide & 0xffff_0000)
+        let rounded = b.wrapping_add(0x7fff + ((b >> 16) & 1)) & 0xffff_0000;
+        let quiet = (b | 0x0040_0000) & 0xffff_0000;
+        f32::from_bits(if self.is_nan() { quiet } else { rounded })
     }
     #[inline(always)]
     fn round_f16(self) -> f32 {
@@ -812,23 +807,6 @@ impl<'a, T> Regs<'a, T> {
             std::cmp::Ordering::Greater => &self.hi[q - self.at - 1],
             std::cmp::Ordering::Equal => &[],
         }
-    }
-}
-
-/// Where a step writes: register `to`'s buffer (and the others to read),
-/// or, for `None`, the caller's buffer (taken from `direct`, which only a
-/// step that ends the tile takes; `None` if there is none) with every
-/// register to read.
-#[inline(always)]
-fn target<'a, 'd: 'a, T>(
-    direct: &mut Option<&'d mut [T]>,
-    regs: &'a mut [Vec<T>],
-    phys: &'a [usize],
-    to: Option<usize>,
-) -> Option<(&'a mut [T], Regs<'a, T>)> {
-    match to {
-        Some(to) => Some(Regs::split(regs, phys, to)),
-        None => Some((direct.take()?, Regs::all(regs, phys))),
     }
 }
 
@@ -2798,22 +2776,37 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
         }
         match step {
             Step::Costly { c, b, x, y, to } => {
-                {
-                    let (out, regs) = target(&mut direct, regs, phys, to)?;
+                let Some(to) = to else {
+                    let buf = direct.take()?;
+                    let regs = Regs::all(regs, phys);
                     let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
-                    costly_after::<T, FMA>(c, b, &mut out[..len], arg(x), arg(y));
+                    costly_after::<T, FMA>(c, b, &mut buf[..len], arg(x), arg(y));
+                    return None;
+                };
+                {
+                    let (d, regs) = Regs::split(regs, phys, to);
+                    let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
+                    costly_after::<T, FMA>(c, b, &mut d[..len], arg(x), arg(y));
                 }
-                return to.map(|to| &regs[phys[to]][..len]);
+                return Some(&regs[phys[to]][..len]);
             }
             Step::CostlyAffine { c, a, x, y, to } => {
-                {
-                    let (out, regs) = target(&mut direct, regs, phys, to)?;
-                    // (A pair here starts from values, never a splat.)
+                // (A pair here starts from values, never a splat.)
+                let Some(to) = to else {
+                    let buf = direct.take()?;
+                    let regs = Regs::all(regs, phys);
                     let a = values(a, leaves, regs, 0..len);
                     let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
-                    costly_after_affine::<T, FMA>(c, &mut out[..len], a, arg(x), arg(y));
+                    costly_after_affine::<T, FMA>(c, &mut buf[..len], a, arg(x), arg(y));
+                    return None;
+                };
+                {
+                    let (d, regs) = Regs::split(regs, phys, to);
+                    let a = values(a, leaves, regs, 0..len);
+                    let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
+                    costly_after_affine::<T, FMA>(c, &mut d[..len], a, arg(x), arg(y));
                 }
-                return to.map(|to| &regs[phys[to]][..len]);
+                return Some(&regs[phys[to]][..len]);
             }
             Step::Chunked { head, u, dst } => {
                 let buf = direct.take()?;
@@ -2843,11 +2836,14 @@ pub(crate) fn eval_tile<'r, T: Float, const FMA: bool>(
                 direct: into_direct,
             } => {
                 {
-                    // The caller's buffer where planned and given, else the
-                    // step's register.
-                    let to = (!into_direct || direct.is_none()).then_some(dst);
-                    let (out, regs) = target(&mut direct, regs, phys, to)?;
-                    let out = &mut out[..len];
+                    let (out, regs): (&mut [T], Regs<'_, T>) = match direct.take() {
+                        Some(buf) if into_direct => (buf, Regs::all(regs, phys)),
+                        other => {
+                            direct = other;
+                            let (d, regs) = Regs::split(regs, phys, dst);
+                            (&mut d[..len], regs)
+                        }
+                    };
                     let get = |s: Src| values(s, leaves, regs, 0..len);
                     let arg = |s: Src| operand(s, leaves, regs, &splats, 0..len);
                     // One loop per operation kind, so each loop body is
