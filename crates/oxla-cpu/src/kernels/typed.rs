@@ -243,7 +243,7 @@ fn zip<T: Copy>(a: &[T], b: &[T], o: &mut [T], f: impl Fn(T, T) -> T) -> bool {
 /// shifts by varying amounts, for one, have no SSE2 instruction). Short
 /// loops (a small-state loop's) skip the check.
 #[inline(always)]
-fn vectorized<R>(n: usize, f: impl FnOnce() -> R) -> R {
+pub(crate) fn vectorized<R>(n: usize, f: impl FnOnce() -> R) -> R {
     match vector_level(n) {
         // SAFETY: `vector_level` detected the features.
         #[cfg(target_arch = "x86_64")]
