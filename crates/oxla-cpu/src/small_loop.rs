@@ -231,6 +231,23 @@ impl Place {
         }
     }
 
+    /// The array it reads: a borrowed one, or a register other than the
+    /// one being written (those before and after it, see `around`).
+    #[inline(always)]
+    fn array<'r>(
+        &self,
+        lo: &'r [ArrayData],
+        hi: &'r [ArrayData],
+        lent: &[&'r ArrayData],
+    ) -> Option<&'r ArrayData> {
+        match *self {
+            Place::Block {
+                borrowed: Some(k), ..
+            } => lent.get(k).copied(),
+            _ => beside(lo, hi, self.reg()?),
+        }
+    }
+
     /// Its first element's offset in its array, now.
     #[inline(always)]
     fn offset(&self, bank: &[u64]) -> Option<usize> {
@@ -2166,13 +2183,7 @@ fn window_trips(
     let Some((lo, o, hi)) = around(regs, out) else {
         return (0, false);
     };
-    let get = |p: &Place| match *p {
-        Place::Block {
-            borrowed: Some(k), ..
-        } => lent.get(k).copied(),
-        _ => beside(lo, hi, p.reg()?),
-    };
-    let (Some(a), Some(b)) = (get(&w.a), get(&w.b)) else {
+    let (Some(a), Some(b)) = (w.a.array(lo, hi, lent), w.b.array(lo, hi, lent)) else {
         return (0, false);
     };
     for t in 0..trips {
@@ -2267,13 +2278,8 @@ fn windowed(w: &WindowOp, frame: &mut Frame, lent: &[&ArrayData]) -> Option<bool
     let bank = &frame.bank;
     let (ao, bo, oo) = (w.a.offset(bank)?, w.b.offset(bank)?, w.out.offset(bank)?);
     let (lo, o, hi) = around(&mut frame.regs, w.out.reg()?)?;
-    let get = |p: &Place| match *p {
-        Place::Block {
-            borrowed: Some(k), ..
-        } => lent.get(k).copied(),
-        _ => beside(lo, hi, p.reg()?),
-    };
-    Some((w.f)(get(&w.a)?, ao, get(&w.b)?, bo, o, oo, w.n))
+    let (a, b) = (w.a.array(lo, hi, lent)?, w.b.array(lo, hi, lent)?);
+    Some((w.f)(a, ao, b, bo, o, oo, w.n))
 }
 
 /// Register `out`, and the registers before and after it.
