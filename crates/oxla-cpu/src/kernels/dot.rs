@@ -33,8 +33,11 @@ use crate::value::Value;
 /// 4M multiply-adds) into a band of rows per thread, each band a product of
 /// its own on one thread, did not help: scan_rnn took 2.92-3.51 ms against
 /// 2.83-3.22 with `gemm`'s threads (alternating runs, AVX2 EPYC, 1 December
-/// 2026). The serial work between the products (the step's tanh, sum and
-/// slices) is what keeps the second thread idle.
+/// 2026), nor did splitting them into two halves of columns on the
+/// AVX-512 Xeon of 2 December 2026 (2.76-2.89 ms against 2.57-2.68). The
+/// serial work between the products (the step's tanh, sum and slices) is
+/// what keeps the second thread idle: it sleeps, and waking it costs about
+/// what its half of the product saves.
 pub(crate) const PARALLEL_MIN_FLOPS: usize = 1 << 20;
 
 /// Products up to this many multiply-adds run as plain loops.

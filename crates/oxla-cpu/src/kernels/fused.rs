@@ -1611,7 +1611,7 @@ impl FusedLoop {
         let sources = self.resolve::<T>(inputs)?;
         let row_len = inner;
         // Outputs that could not stay in the last-level cache are written
-        // with non-temporal stores (see `stream_min_bytes`), which save the
+        // with non-temporal stores (see `streams_traffic`), which save the
         // read of each line a plain store first makes. On an AVX2 EPYC
         // with 16 MiB of L3 (compare.py, XLA in the same runs)
         // broadcast_add took 1.09 ms streamed against 1.63 ms plain (XLA
@@ -1629,7 +1629,14 @@ impl FusedLoop {
             .count();
         let passes = self.code.len() - fused;
         let step = if passes > 1 { LONE_STEP } else { TILE };
-        let stream = streams_bytes(std::mem::size_of_val(out).saturating_mul(1 + others.len()));
+        let read: usize = inputs
+            .iter()
+            .map(|a| a.element_count() * a.element_type().byte_size())
+            .sum();
+        let stream = streams_traffic(
+            std::mem::size_of_val(out).saturating_mul(1 + others.len()),
+            read,
+        );
         // A loop alone's scratch, for tiles of up to `len` elements.
         let lone = |len: usize| {
             let mut scratch = Scratch::new(self, len);
@@ -2180,7 +2187,7 @@ fn span_generic<T: Float, const FMA: bool>(
 }
 
 /// Row-pipeline and gather outputs at least this large (and see
-/// [`stream_min_bytes`]) are written with non-temporal stores: they would
+/// [`streams_traffic`]) are written with non-temporal stores: they would
 /// not stay in cache anyway, and a plain store first reads each line it
 /// writes (on Zen 4, STREAM triad runs at 30 GB/s with plain stores and
 /// 40 GB/s with non-temporal ones; layer norm took 1.5-1.9 ms streamed
@@ -2195,42 +2202,72 @@ fn span_generic<T: Float, const FMA: bool>(
 /// spread-out stores save.
 pub(crate) const STREAM_MIN_BYTES: usize = 8 << 20;
 
-/// The smallest output streamed: [`STREAM_MIN_BYTES`], or a quarter of
-/// the last-level cache where that is larger. Where the cache holds a
-/// loop's whole working set, plain stores leave the output there for its
-/// reader and the next execution: on a Xeon with 480 MiB of L3, softmax
-/// and layer norm over f32[4096,1024] took 1.73-1.81 and 1.27-1.35 ms with
-/// plain stores against 1.87-1.96 and 1.33-1.43 ms streamed (alternating
-/// `oxla bench` runs), while on Zen 4 (32 MiB) streaming won by 20%.
-///
-/// `OXLA_STREAM_MIN_BYTES` sets it instead, for a host whose memory the
-/// rule misjudges (or to compare the two kinds of store on one binary).
-fn stream_min_bytes() -> usize {
-    static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+/// The last-level cache's size, as `gemm` reads it (sysfs on Linux, cpuid
+/// elsewhere, defaults failing those).
+fn last_level_cache_bytes() -> usize {
+    gemm_common::cache::CACHE_INFO[2].cache_bytes
+}
+
+/// `OXLA_STREAM_MIN_BYTES`, where set: the smallest output streamed,
+/// whatever the cache (for a host whose memory the rule of
+/// [`streams_traffic`] misjudges, or to compare the two kinds of store on
+/// one binary).
+fn stream_override() -> Option<usize> {
+    static MIN: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     *MIN.get_or_init(|| {
         std::env::var("OXLA_STREAM_MIN_BYTES")
             .ok()
             .and_then(|v| v.parse().ok())
-            // gemm's own reading of the cache sizes (sysfs on Linux, cpuid
-            // elsewhere, defaults failing those).
-            .unwrap_or(STREAM_MIN_BYTES.max(gemm_common::cache::CACHE_INFO[2].cache_bytes / 4))
     })
 }
 
-/// Whether a kernel writing `out` should stream it (non-temporal stores).
+/// Whether a kernel writing `out` should stream it (non-temporal stores),
+/// reading about as much as it writes.
 pub(crate) fn streams<T>(out: &[T]) -> bool {
-    streams_bytes(std::mem::size_of_val(out))
+    let bytes = std::mem::size_of_val(out);
+    streams_traffic(bytes, bytes)
 }
 
-/// Whether an output of `bytes` should be streamed.
-pub(crate) fn streams_bytes(bytes: usize) -> bool {
+/// Whether a kernel that writes `written` bytes of outputs and reads `read`
+/// bytes of inputs should stream its outputs: when they are at least
+/// [`STREAM_MIN_BYTES`] and the whole working set is at least a sixth of
+/// the last-level cache. Below that the cache holds inputs and outputs
+/// from one execution to the next, and plain stores, which leave the
+/// output there for its reader, win; above it the cache does not hold
+/// them, and each plain store first reads the line it writes. On a Xeon
+/// with 480 MiB of L3 (shared with the host's other tenants), over
+/// f32[4096,1024] operands (16 MiB each; `OXLA_STREAM_MIN_BYTES` set to 1
+/// or to more than any output, alternating `oxla bench` runs of one
+/// binary, medians of 40): softmax and layer norm (32 MiB in all) took
+/// 1.50-1.60 and 1.21-1.27 ms plain against 1.56-1.93 and 1.26-1.28
+/// streamed; fused_tanh (64 MiB, 16 written) 1.29-1.33 against 1.44-1.52;
+/// a loop of two inputs and two outputs (64 MiB) 1.74-1.98 against
+/// 1.71-1.94; one of four inputs and one output (80 MiB) 1.91-2.83
+/// against 1.79-2.66; one of three inputs and two outputs (80 MiB)
+/// 2.09-2.32 against 1.82-2.07; one of four inputs and three outputs (112
+/// MiB) 4.10-4.62 against 2.67-2.85; and an Adam step (the same traffic)
+/// 4.88-5.79 against 3.63-3.82 ms (XLA 4.3-4.5). On Zen 4 (32 MiB of L3)
+/// a sixth is below [`STREAM_MIN_BYTES`], and every output of 8 MiB or
+/// more streams, which won there by 20%.
+pub(crate) fn streams_traffic(written: usize, read: usize) -> bool {
+    let wanted = match stream_override() {
+        Some(min) => written >= min,
+        None => {
+            written >= STREAM_MIN_BYTES
+                && written.saturating_add(read) >= last_level_cache_bytes() / 6
+        }
+    };
+    wanted && avx_streams()
+}
+
+/// Whether this CPU has the non-temporal stores the copies use.
+fn avx_streams() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        bytes >= stream_min_bytes() && std::is_x86_feature_detected!("avx")
+        std::is_x86_feature_detected!("avx")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = bytes;
         false
     }
 }

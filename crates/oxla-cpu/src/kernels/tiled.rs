@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 
 use super::Kernel;
-use super::fused::{PARALLEL_MIN, copy_streamed, store_fence, streams_bytes};
+use super::fused::{PARALLEL_MIN, copy_streamed, store_fence, streams_traffic};
 use super::typed::{self, BinFn, ConvertFn, FloorFn, RemainderFn, RotateFn, RotateXorFn, SplatFn};
 use crate::buffer::Pool;
 use crate::value::Value;
@@ -863,7 +863,7 @@ impl TiledLoop {
         };
         let per_task = (n.div_ceil(tile).div_ceil(tasks.max(1)) * tile).max(tile);
         // Outputs that could not stay in cache are streamed, as fused
-        // loops' are (see `fused::streams_bytes`), each tile's once it is
+        // loops' are (see `fused::streams_traffic`), each tile's once it is
         // computed. Streaming them during the next tile instead, a share
         // after each operation, was slower: int_floordiv_mod took 1.33-1.45
         // ms on one core against 1.08-1.15 with shares ending anywhere, and
@@ -880,7 +880,11 @@ impl TiledLoop {
             .iter()
             .map(|o| o.len().saturating_mul(o.element_type().byte_size()))
             .sum();
-        let stream = streams_bytes(bytes);
+        let read: usize = inputs
+            .iter()
+            .map(|a| a.len().saturating_mul(a.element_type().byte_size()))
+            .sum();
+        let stream = streams_traffic(bytes, read);
         // Each task's parts of the outputs.
         let mut parts: Vec<Vec<Box<dyn Sink + '_>>> =
             (0..n.div_ceil(per_task)).map(|_| Vec::new()).collect();
