@@ -1629,10 +1629,7 @@ impl FusedLoop {
             .count();
         let passes = self.code.len() - fused;
         let step = if passes > 1 { LONE_STEP } else { TILE };
-        let read: usize = inputs
-            .iter()
-            .map(|a| a.element_count() * a.element_type().byte_size())
-            .sum();
+        let read = data_bytes(inputs.iter().map(|a| a.data()));
         let stream = streams_traffic(
             std::mem::size_of_val(out).saturating_mul(1 + others.len()),
             read,
@@ -2258,6 +2255,14 @@ pub(crate) fn streams_traffic(written: usize, read: usize) -> bool {
         }
     };
     wanted && avx_streams()
+}
+
+/// The bytes `arrays` hold in all.
+pub(crate) fn data_bytes<'a>(arrays: impl IntoIterator<Item = &'a ArrayData>) -> usize {
+    arrays
+        .into_iter()
+        .map(|a| a.len().saturating_mul(a.element_type().byte_size()))
+        .sum()
 }
 
 /// Whether this CPU has the non-temporal stores the copies use.

@@ -635,10 +635,7 @@ impl RowPipeline {
         // The last stage's output, when large, is streamed past the cache.
         let last = self.stages.len() - 1;
         let full = self.stages[last].per_row * self.rows;
-        let read: usize = inputs
-            .iter()
-            .map(|a| a.element_count() * a.element_type().byte_size())
-            .sum();
+        let read = fused::data_bytes(inputs.iter().map(|a| a.data()));
         let stream = fused::streams_traffic(full * std::mem::size_of::<T>(), read);
         let mut scratches: Vec<Scratch<T>> = self
             .stages

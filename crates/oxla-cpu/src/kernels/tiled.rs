@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 
 use super::Kernel;
-use super::fused::{PARALLEL_MIN, copy_streamed, store_fence, streams_traffic};
+use super::fused::{PARALLEL_MIN, copy_streamed, data_bytes, store_fence, streams_traffic};
 use super::typed::{self, BinFn, ConvertFn, FloorFn, RemainderFn, RotateFn, RotateXorFn, SplatFn};
 use crate::buffer::Pool;
 use crate::value::Value;
@@ -876,15 +876,7 @@ impl TiledLoop {
         // to 19% and the hints took 6%. int_floordiv_mod took 0.63-1.03 ms
         // (median 0.78) against 0.64-1.03 (0.81) on two threads, and
         // 1.11-1.16 against 1.08-1.30 on one (ten and six alternating runs).
-        let bytes: usize = outs
-            .iter()
-            .map(|o| o.len().saturating_mul(o.element_type().byte_size()))
-            .sum();
-        let read: usize = inputs
-            .iter()
-            .map(|a| a.len().saturating_mul(a.element_type().byte_size()))
-            .sum();
-        let stream = streams_traffic(bytes, read);
+        let stream = streams_traffic(data_bytes(outs.iter()), data_bytes(inputs.iter().copied()));
         // Each task's parts of the outputs.
         let mut parts: Vec<Vec<Box<dyn Sink + '_>>> =
             (0..n.div_ceil(per_task)).map(|_| Vec::new()).collect();
