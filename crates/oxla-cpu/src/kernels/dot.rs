@@ -37,7 +37,10 @@ use crate::value::Value;
 /// AVX-512 Xeon of 2 December 2026 (2.76-2.89 ms against 2.57-2.68). The
 /// serial work between the products (the step's tanh, sum and slices) is
 /// what keeps the second thread idle: it sleeps, and waking it costs about
-/// what its half of the product saves.
+/// what its half of the product saves. On AVX-512 hosts products up to 4M
+/// multiply-adds now run on one thread in [`super::sgemm_small`], which
+/// skips `gemm`'s packing as well: scan_rnn took 2.17-2.39 ms against
+/// 2.43-2.63 (alternating runs; one thread with `gemm` 2.41-2.44).
 pub(crate) const PARALLEL_MIN_FLOPS: usize = 1 << 20;
 
 /// Products up to this many multiply-adds run as plain loops.
@@ -217,9 +220,10 @@ fn matrices<'a, T: Copy>(side: &Side, data: &'a [T], contracting_first: bool) ->
     }
 }
 
-/// Runs a large f32 product (`m x k` by `k x n`, operands as (data, row
-/// stride, column stride)) into `dst` on oxla's own AVX2 kernel where that
-/// is the faster one; false leaves it to `gemm`.
+/// Runs an f32 product (`m x k` by `k x n`, operands as (data, row stride,
+/// column stride)) into `dst` on one of oxla's own kernels where that is
+/// the faster one: small products on AVX-512 hosts unpacked on one thread,
+/// large ones on AVX2 hosts without AVX-512. False leaves it to `gemm`.
 fn own_sgemm<T: 'static>(
     (m, n, k): (usize, usize, usize),
     (a, ars, acs): (&[T], usize, usize),
@@ -227,38 +231,30 @@ fn own_sgemm<T: 'static>(
     dst: &mut [T],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
-        && super::sgemm::preferred((m, n, k))
-        && dst.len() >= m * n
-    {
-        use super::sgemm::{Operand, sgemm};
-        let a = Operand {
-            ptr: a.as_ptr().cast(),
-            rs: ars as isize,
-            cs: acs as isize,
-        };
-        let b = Operand {
-            ptr: b.as_ptr().cast(),
-            rs: brs as isize,
-            cs: bcs as isize,
-        };
-        // SAFETY: `T` is f32 (checked above), so the casts keep the element
-        // type. The elements read, a[i*ars + p*acs] and b[p*brs + j*bcs] for
-        // i < m, p < k, j < n, are inside the operands by construction of
-        // their strides from the shapes (as for `gemm`); `dst` holds m x n
-        // with row stride n and overlaps neither; `preferred` checked the
-        // features.
-        unsafe {
-            sgemm(
-                (m, n, k),
-                a,
-                b,
-                dst.as_mut_ptr().cast(),
-                n,
-                rayon::current_num_threads(),
-            );
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() && dst.len() >= m * n {
+        let (a, b) = ((a.as_ptr().cast(), ars, acs), (b.as_ptr().cast(), brs, bcs));
+        let operand = |(ptr, rs, cs): (*const f32, usize, usize)| (ptr, rs as isize, cs as isize);
+        let (a, b) = (operand(a), operand(b));
+        let out = dst.as_mut_ptr().cast();
+        // SAFETY (both branches): `T` is f32 (checked above), so the casts
+        // keep the element type. The elements read, a[i*ars + p*acs] and
+        // b[p*brs + j*bcs] for i < m, p < k, j < n, are inside the operands
+        // by construction of their strides from the shapes (as for `gemm`);
+        // `dst` holds m x n with row stride n and overlaps neither; each
+        // kernel's `preferred` checked its features (and the small one the
+        // unit column stride of `b`).
+        if super::sgemm_small::preferred((m, n, k), bcs) {
+            use super::sgemm_small::{Operand, product};
+            let [a, b] = [a, b].map(|(ptr, rs, cs)| Operand { ptr, rs, cs });
+            unsafe { product((m, n, k), a, b, out, n) };
+            return true;
         }
-        return true;
+        if super::sgemm::preferred((m, n, k)) {
+            use super::sgemm::{Operand, sgemm};
+            let [a, b] = [a, b].map(|(ptr, rs, cs)| Operand { ptr, rs, cs });
+            unsafe { sgemm((m, n, k), a, b, out, n, rayon::current_num_threads()) };
+            return true;
+        }
     }
     let _ = ((m, n, k), (a, ars, acs), (b, brs, bcs), dst);
     false
@@ -333,7 +329,7 @@ impl DotKernel {
                 (b_data, b.rows.1, b.cols.1),
                 dst,
             ) {
-                // A large f32 product on an AVX2 host without AVX-512.
+                // An f32 product on one of oxla's own kernels.
             } else {
                 // SAFETY: `dst` holds m*n elements written with row stride n and
                 // column stride 1. The lhs elements read are at a_off + i*rs + p*cs

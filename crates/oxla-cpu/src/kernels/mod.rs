@@ -62,6 +62,8 @@ pub(crate) mod random;
 pub(crate) mod reduce;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod sgemm;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod sgemm_small;
 pub(crate) mod slices;
 pub(crate) mod sort;
 pub(crate) mod stream;
