@@ -12,7 +12,7 @@ use oxla_hlo::{HloComputation, HloInstruction, HloModule, InstrId, Opcode, Primi
 
 use crate::kernels::Kernel;
 use crate::kernels::copy::CopyKernel;
-use crate::kernels::fused::{Binary, FusedLoop, Leaf, Op, Src, Unary, is_half};
+use crate::kernels::fused::{Binary, DynamicStart, FusedLoop, Leaf, Op, Src, Unary, is_half};
 use crate::kernels::reduce::ReduceLoop;
 use crate::kernels::view::View;
 
@@ -573,6 +573,7 @@ fn plan_loop(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<Pl
         ty,
         &dims,
         users,
+        true,
     );
     loop {
         if let Some((kernel, inputs)) = build(comp, k, ty, &members) {
@@ -1296,6 +1297,7 @@ fn plan_copy(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<Pl
         ty,
         out.dims(),
         users,
+        false,
     );
     // The copy is the chain of index operations from `k` down; whatever the
     // chain reads (a constant or iota included) is a buffer of its own.
@@ -1309,13 +1311,13 @@ fn plan_copy(comp: &HloComputation, k: usize, users: &[Vec<usize>]) -> Option<Pl
         members.insert(op);
         at = op;
     }
-    let (base, view) = loop {
+    let (base, view, starts) = loop {
         if let Some(found) = Builder::new(comp, ty, &members).view_of(k) {
             break found;
         }
         members = cut_inexpressible(comp, k, ty, &members)?;
     };
-    if members.contains(&base) {
+    if members.contains(&base) || !starts.is_empty() {
         return None;
     }
     let kernel = CopyKernel {
@@ -1353,7 +1355,7 @@ fn plan_reduce(
         .as_array()?
         .dims()
         .to_vec();
-    let mut members = grow(comp, k, &[input], ty, &in_dims, users);
+    let mut members = grow(comp, k, &[input], ty, &in_dims, users, false);
     let result = loop {
         let mut b = Builder::new(comp, ty, &members);
         if let Some(result) = b.value(input, &in_dims) {
@@ -1474,6 +1476,7 @@ fn grow(
     ty: PrimitiveType,
     root_dims: &[i64],
     users: &[Vec<usize>],
+    dynamic: bool,
 ) -> BTreeSet<usize> {
     let instrs = comp.instructions();
     let mut members = BTreeSet::from([root]);
@@ -1492,9 +1495,10 @@ fn grow(
             .as_array()
             .is_some_and(|a| a.dims() == root_dims);
         // Users inside the group that are index operations need an index-only producer.
-        let index_users = users[o]
-            .iter()
-            .any(|u| members.contains(u) && is_index_op(instrs[*u].opcode));
+        let index_users = users[o].iter().any(|u| {
+            members.contains(u)
+                && (is_index_op(instrs[*u].opcode) || instrs[*u].opcode == Opcode::DynamicSlice)
+        });
         let joinable = if elementwise && same_dims && !index_users {
             // Joins when every user is in the group; an element-wise value
             // with a few other users that are kernels too is recomputed in
@@ -1510,6 +1514,11 @@ fn grow(
                 _ => leaf_type_ok(instr, ty),
             };
             typed && (instr.opcode != Opcode::Copy || leaf_type_ok(instr, ty))
+        } else if dynamic && scalar_starts(comp, instr) && leaf_type_ok(instr, ty) {
+            // Read in place through a view whose offset the starts move at
+            // run time; the sliced operand is a buffer (see `view_of`).
+            members.insert(o);
+            continue;
         } else {
             false
         };
@@ -1521,6 +1530,20 @@ fn grow(
         }
     }
     members
+}
+
+/// Whether `instr` is a `dynamic-slice` a loop can read in place: a start
+/// per dimension, each a one-element integer array.
+fn scalar_starts(comp: &HloComputation, instr: &HloInstruction) -> bool {
+    let Some(rank) = instr.shape.as_array().map(|a| a.dims().len()) else {
+        return false;
+    };
+    instr.opcode == Opcode::DynamicSlice
+        && instr.operands.len() == rank + 1
+        && instr.operands[1..].iter().all(|s| {
+            let s = comp.instruction(*s);
+            s.shape.is_scalar() && array_type(s).is_some_and(|t| t.is_integral())
+        })
 }
 
 /// Whether a loop computing in `ty` can make a result of type `out_ty`:
@@ -1547,6 +1570,10 @@ fn build(
     Some((kernel, b.inputs))
 }
 
+/// A leaf's identity: the instruction read, the view's strides, dims and
+/// offset, and its dynamic starts (as instruction, stride and largest start).
+type LeafKey = (usize, Vec<i64>, Vec<i64>, i64, Vec<(usize, i64, i64)>);
+
 struct Builder<'c> {
     comp: &'c HloComputation,
     ty: PrimitiveType,
@@ -1557,7 +1584,7 @@ struct Builder<'c> {
     /// SSA code: operation k writes virtual register k.
     code: Vec<Op>,
     memo: HashMap<usize, Src>,
-    leaf_memo: HashMap<(usize, Vec<i64>, Vec<i64>, i64), Src>,
+    leaf_memo: HashMap<LeafKey, Src>,
 }
 
 impl<'c> Builder<'c> {
@@ -1617,7 +1644,7 @@ impl<'c> Builder<'c> {
         }
     }
 
-    fn leaf(&mut self, key: (usize, Vec<i64>, Vec<i64>, i64), leaf: Leaf) -> Src {
+    fn leaf(&mut self, key: LeafKey, leaf: Leaf) -> Src {
         if let Some(&s) = self.leaf_memo.get(&key) {
             return s;
         }
@@ -1637,6 +1664,7 @@ impl<'c> Builder<'c> {
             || is_index_op(instr.opcode)
             || instr.opcode == Opcode::Iota
             || instr.opcode == Opcode::Constant
+            || instr.opcode == Opcode::DynamicSlice
         {
             self.view_leaf(k, dims)?
         } else {
@@ -1666,8 +1694,8 @@ impl<'c> Builder<'c> {
                             Op::Unary(half_rounding(instr)?, ops[0])
                         } else if to == PrimitiveType::Pred && from != PrimitiveType::Pred {
                             // x != 0, as 0/1.
-                            let zero =
-                                self.leaf((usize::MAX, vec![], vec![], 0), Leaf::Scalar(0.0));
+                            let zero = self
+                                .leaf((usize::MAX, vec![], vec![], 0, vec![]), Leaf::Scalar(0.0));
                             Op::Compare(oxla_hlo::ir::ComparisonDirection::Ne, ops[0], zero)
                         } else {
                             // pred -> float and same-type converts keep the 0/1 or value.
@@ -1692,12 +1720,22 @@ impl<'c> Builder<'c> {
 
     /// A leaf reading instruction `k` through the chain of index operations above it.
     fn view_leaf(&mut self, k: usize, dims: &[i64]) -> Option<Src> {
-        let (base, view) = self.view_of(k)?;
+        let (base, view, starts) = self.view_of(k)?;
         if view.dims != dims {
             return None;
         }
         let instr = self.comp.instruction(InstrId::new(base));
-        let key = (base, view.strides.clone(), view.dims.clone(), view.offset);
+        let key = (
+            base,
+            view.strides.clone(),
+            view.dims.clone(),
+            view.offset,
+            starts.clone(),
+        );
+        if self.members.contains(&base) && !starts.is_empty() {
+            // (`grow` keeps a dynamic slice's operand out of the group.)
+            return None;
+        }
         if self.members.contains(&base) && instr.opcode == Opcode::Iota {
             return Some(self.leaf(key, Leaf::Affine(view)));
         }
@@ -1720,15 +1758,59 @@ impl<'c> Builder<'c> {
             return None;
         }
         let input = self.input(base);
-        Some(self.leaf(key, Leaf::Input { input, ty, view }))
+        let starts = starts
+            .into_iter()
+            .map(|(instr, stride, max)| DynamicStart {
+                input: self.input(instr),
+                stride,
+                max,
+            })
+            .collect();
+        Some(self.leaf(
+            key,
+            Leaf::Input {
+                input,
+                ty,
+                view,
+                starts,
+            },
+        ))
     }
 
-    /// The buffer (or iota/constant) under a chain of member index operations, and the composed view.
-    fn view_of(&self, k: usize) -> Option<(usize, View)> {
+    /// The buffer (or iota/constant) under a chain of member index
+    /// operations, the composed view, and the dynamic starts that move its
+    /// offset (as the start's instruction, its stride in the buffer and
+    /// its largest value).
+    fn view_of(&self, k: usize) -> Option<(usize, View, Vec<(usize, i64, i64)>)> {
         let instr = self.comp.instruction(InstrId::new(k));
         let dims = instr.shape.as_array()?.dims().to_vec();
         if !self.members.contains(&k) {
-            return Some((k, View::contiguous(&dims)));
+            return Some((k, View::contiguous(&dims), Vec::new()));
+        }
+        if instr.opcode == Opcode::DynamicSlice {
+            // Its operand is a buffer: `grow` does not take it in.
+            let base = instr.operands.first()?.index();
+            let operand = self.comp.instruction(InstrId::new(base));
+            let from = View::contiguous(operand.shape.as_array()?.dims());
+            if from.dims.len() != dims.len() || instr.operands.len() != dims.len() + 1 {
+                return None;
+            }
+            let mut starts = Vec::new();
+            for (d, s) in instr.operands[1..].iter().enumerate() {
+                let max = from.dims[d] - dims[d];
+                if max < 0 {
+                    return None;
+                }
+                if max > 0 && from.strides[d] != 0 {
+                    starts.push((s.index(), from.strides[d], max));
+                }
+            }
+            let view = View {
+                dims,
+                offset: 0,
+                strides: from.strides,
+            };
+            return Some((base, view, starts));
         }
         match instr.opcode {
             Opcode::Iota => {
@@ -1742,6 +1824,7 @@ impl<'c> Builder<'c> {
                         offset: 0,
                         strides,
                     },
+                    Vec::new(),
                 ))
             }
             Opcode::Constant => Some((
@@ -1751,10 +1834,11 @@ impl<'c> Builder<'c> {
                     offset: 0,
                     strides: vec![0; dims.len()],
                 },
+                Vec::new(),
             )),
             _ => {
                 let operand = instr.operands.first()?.index();
-                let (base, v) = self.view_of(operand)?;
+                let (base, v, starts) = self.view_of(operand)?;
                 let view = match instr.opcode {
                     Opcode::Broadcast => v.broadcast(&dims, instr.attrs.dimensions.as_ref()?),
                     Opcode::Transpose => v.transpose(instr.attrs.dimensions.as_ref()?),
@@ -1764,7 +1848,7 @@ impl<'c> Builder<'c> {
                     Opcode::Copy => v,
                     _ => return None,
                 };
-                Some((base, view))
+                Some((base, view, starts))
             }
         }
     }

@@ -1225,6 +1225,30 @@ fn concatenates_and_dynamic_slices_of_any_type() {
 }
 
 #[test]
+fn fused_loops_read_dynamic_slices_in_place() {
+    // A scan step's slice of its `xs` at a start from an argument (random
+    // in [-8, 8): negative ones clamp to 0), reshaped and added in one
+    // loop; no step copies the slice out first.
+    let listing = check_exe(
+        "HloModule t\nENTRY e {\n  x = f32[12,64,40] parameter(0)\n  y = f32[64,40] parameter(1)\n  i = s32[] parameter(2)\n  z = s32[] constant(0)\n  d = f32[1,64,40] dynamic-slice(x, i, z, z), dynamic_slice_sizes={1,64,40}\n  r = f32[64,40] reshape(d)\n  a = f32[64,40] add(r, y)\n  ROOT t = f32[64,40] tanh(a)\n}\n",
+        2e-6,
+    );
+    assert!(!listing.contains("dynamic-slice"), "{listing}");
+    // Starts in two dimensions, one past the end (clamped to 4 - 2) and
+    // one negative, read through a transpose; s64 starts of an f64 loop;
+    // the slice also a result of its own.
+    check(
+        "HloModule t\nENTRY e {\n  x = f64[4,9,30] parameter(0)\n  v = f64[30] parameter(1)\n  i = s64[] constant(7)\n  j = s64[] parameter(2)\n  k = s64[] constant(0)\n  d = f64[2,5,30] dynamic-slice(x, i, j, k), dynamic_slice_sizes={2,5,30}\n  t = f64[30,5,2] transpose(d), dimensions={2,1,0}\n  b = f64[30,5,2] broadcast(v), dimensions={0}\n  m = f64[30,5,2] multiply(t, b)\n  ROOT o = (f64[30,5,2], f64[2,5,30]) tuple(m, d)\n}\n",
+        0.0,
+    );
+    // A recurrence over the slices of its input, one a step.
+    check(
+        "HloModule t\nbody {\n  p = (s32[], f32[16,128], f32[10,16,128]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n  h = f32[16,128] get-tuple-element(p), index=1\n  xs = f32[10,16,128] get-tuple-element(p), index=2\n  z = s32[] constant(0)\n  d = f32[1,16,128] dynamic-slice(xs, i, z, z), dynamic_slice_sizes={1,16,128}\n  r = f32[16,128] reshape(d)\n  a = f32[16,128] add(h, r)\n  t = f32[16,128] tanh(a)\n  one = s32[] constant(1)\n  n = s32[] add(i, one)\n  ROOT o = (s32[], f32[16,128], f32[10,16,128]) tuple(n, t, xs)\n}\ncond {\n  p = (s32[], f32[16,128], f32[10,16,128]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n  k = s32[] constant(10)\n  ROOT c = pred[] compare(i, k), direction=LT\n}\nENTRY e {\n  h = f32[16,128] parameter(0)\n  xs = f32[10,16,128] parameter(1)\n  z = s32[] constant(0)\n  s = (s32[], f32[16,128], f32[10,16,128]) tuple(z, h, xs)\n  w = (s32[], f32[16,128], f32[10,16,128]) while(s), condition=cond, body=body\n  ROOT r = f32[16,128] get-tuple-element(w), index=1\n}\n",
+        1e-5,
+    );
+}
+
+#[test]
 fn a_loop_updating_one_row_per_iteration() {
     // The scan pattern: the carried buffer is updated in place.
     check(

@@ -114,16 +114,32 @@ impl Op {
 /// One leaf of the expression.
 #[derive(Clone, Debug)]
 pub(crate) enum Leaf {
-    /// Kernel input `input` (of element type `ty`: the loop's type or pred), read through `view`.
+    /// Kernel input `input` (of element type `ty`: the loop's type or pred), read through `view`,
+    /// whose offset moves by `starts` at run time.
     Input {
         input: usize,
         ty: PrimitiveType,
         view: View,
+        starts: Vec<DynamicStart>,
     },
     /// The value `view.offset + index . view.strides` (an iota, after index operations).
     Affine(View),
     /// A constant.
     Scalar(f64),
+}
+
+/// A start index read at run time that moves a leaf's offset: a
+/// `dynamic-slice` read in place (a `scan` body's slice of its `xs`) instead
+/// of copied out first.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct DynamicStart {
+    /// The kernel input holding the start, a one-element integer array.
+    pub input: usize,
+    /// Elements of the input's buffer per unit of the start.
+    pub stride: i64,
+    /// The largest start that keeps the slice inside its operand; starts
+    /// are clamped into `[0, max]`, as `dynamic-slice` clamps them.
+    pub max: i64,
 }
 
 /// A compiled fused loop.
@@ -1579,6 +1595,39 @@ impl FusedLoop {
         rounds
     }
 
+    /// Whether some leaf's offset moves with start indices read at run time.
+    pub(crate) fn has_dynamic_starts(&self) -> bool {
+        self.leaves
+            .iter()
+            .any(|l| matches!(l, Leaf::Input { starts, .. } if !starts.is_empty()))
+    }
+
+    /// The leaves' views with their offsets moved by the dynamic starts
+    /// read from `inputs`.
+    fn moved_views(&self, inputs: &[&ArrayLiteral]) -> Result<Vec<View>, String> {
+        let mut views = Vec::with_capacity(self.leaves.len());
+        for leaf in &self.leaves {
+            match leaf {
+                Leaf::Input { view, starts, .. } => {
+                    let mut view = view.clone();
+                    for s in starts {
+                        let index = inputs
+                            .get(s.input)
+                            .map(|a| a.data())
+                            .filter(|d| d.len() == 1)
+                            .ok_or("a dynamic start is not a one-element array")?;
+                        let start = super::slices::index_at(index, 0).clamp(0, s.max.into());
+                        view.offset += start as i64 * s.stride;
+                    }
+                    views.push(view);
+                }
+                Leaf::Affine(view) => views.push(view.clone()),
+                Leaf::Scalar(_) => {}
+            }
+        }
+        Ok(views)
+    }
+
     pub(crate) fn views(&self) -> Vec<&View> {
         self.leaves
             .iter()
@@ -1597,7 +1646,13 @@ impl FusedLoop {
         pool: &Pool,
     ) -> Result<Vec<ArrayLiteral>, String> {
         let n: usize = self.dims.iter().map(|&d| d as usize).product();
-        let views = self.views();
+        let moved;
+        let views = if self.has_dynamic_starts() {
+            moved = self.moved_views(inputs)?;
+            moved.iter().collect()
+        } else {
+            self.views()
+        };
         let space = coalesce(&self.dims, &views);
         let inner = *space.dims.last().unwrap_or(&1);
         let rows = n / inner.max(1);
@@ -3003,11 +3058,12 @@ impl FusedLoop {
             input,
             ty: PrimitiveType::Pred,
             view,
+            starts,
         } = self.leaves.get(p)?
         else {
             return None;
         };
-        if view.strides.iter().any(|&s| s != 0) {
+        if view.strides.iter().any(|&s| s != 0) || !starts.is_empty() {
             return None;
         }
         let ArrayData::Pred(bits) = arrays.get(*input)?.data() else {
@@ -3021,11 +3077,18 @@ impl FusedLoop {
         let Src::Leaf(picked) = picked else {
             return None;
         };
-        let Leaf::Input { input, ty, view } = self.leaves.get(picked)? else {
+        let Leaf::Input {
+            input,
+            ty,
+            view,
+            starts,
+        } = self.leaves.get(picked)?
+        else {
             return None;
         };
         let array = arrays.get(*input)?;
         (*ty == self.ty
+            && starts.is_empty()
             && array.element_type() == self.ty
             && array.dims() == self.dims.as_slice()
             && view.dims == self.dims
@@ -3051,7 +3114,8 @@ impl Kernel for FusedLoop {
     }
 
     fn row_stage(&self) -> Option<super::pipeline::Stage> {
-        Some(super::pipeline::Stage::Loop(self.clone()))
+        // A pipeline fixes its stages' offsets when it is compiled.
+        (!self.has_dynamic_starts()).then(|| super::pipeline::Stage::Loop(self.clone()))
     }
 
     fn run<'a>(&self, inputs: &mut [Value<'a>], pool: &Pool) -> Result<Value<'a>, String> {
@@ -3192,6 +3256,7 @@ mod tests {
             input: i,
             ty,
             view: view.clone(),
+            starts: Vec::new(),
         };
         let mut leaves = vec![input(0), input(1)];
         leaves.extend(extra);
@@ -3230,6 +3295,7 @@ mod tests {
                 offset,
                 strides: vec![0],
             },
+            starts: Vec::new(),
         };
         let select = |p, a, b| vec![(Op::Select(p, a, b), 0)];
         let (a, b, p) = (Src::Leaf(0), Src::Leaf(1), Src::Leaf(2));

@@ -317,7 +317,12 @@ pub(crate) fn build(chain: &[(Stage, Vec<usize>, usize)]) -> Option<(RowPipeline
                     input,
                     ty: lty,
                     view,
+                    starts,
                 } => {
+                    // (Loops with dynamic starts are never stages.)
+                    if !starts.is_empty() {
+                        return None;
+                    }
                     if let From::Stage(t) = *from.get(*input)? {
                         let held: &PipeStage = &stages[t];
                         if *lty != held.stage.out_ty() || !row_local(view, dims, k, held.per_row) {

@@ -1429,6 +1429,7 @@ mod tests {
                 input: 0,
                 ty: PrimitiveType::F32,
                 view: view.clone(),
+                starts: Vec::new(),
             };
             let registers = code.iter().map(|&(_, d)| d + 1).max().unwrap_or(1);
             let result = code.last().map_or(Src::Leaf(0), |&(_, d)| Src::Reg(d));

@@ -122,7 +122,7 @@ pub(crate) fn clamped_starts(
 /// A loop's `dynamic-slice` reads its starts every iteration. Callers pass
 /// `i < v.len()` (checked in `clamped_starts` before any read).
 #[inline]
-fn index_at(v: &ArrayData, i: usize) -> i128 {
+pub(crate) fn index_at(v: &ArrayData, i: usize) -> i128 {
     match v {
         ArrayData::S32(x) => x[i] as i128,
         ArrayData::S64(x) => x[i] as i128,

@@ -169,6 +169,7 @@ fn key_loop(
                         input: 0,
                         ty: self.ty,
                         view: View::contiguous(self.dims),
+                        starts: Vec::new(),
                     });
                     Src::Leaf(self.leaves.len() - 1)
                 }
