@@ -232,9 +232,13 @@ fn own_sgemm<T: 'static>(
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() && dst.len() >= m * n {
-        let (a, b) = ((a.as_ptr().cast(), ars, acs), (b.as_ptr().cast(), brs, bcs));
-        let operand = |(ptr, rs, cs): (*const f32, usize, usize)| (ptr, rs as isize, cs as isize);
-        let (a, b) = (operand(a), operand(b));
+        use super::sgemm::{Operand, sgemm};
+        let operand = |ptr: *const T, rs: usize, cs: usize| Operand {
+            ptr: ptr.cast(),
+            rs: rs as isize,
+            cs: cs as isize,
+        };
+        let (a, b) = (operand(a.as_ptr(), ars, acs), operand(b.as_ptr(), brs, bcs));
         let out = dst.as_mut_ptr().cast();
         // SAFETY (both branches): `T` is f32 (checked above), so the casts
         // keep the element type. The elements read, a[i*ars + p*acs] and
@@ -244,14 +248,10 @@ fn own_sgemm<T: 'static>(
         // kernel's `preferred` checked its features (and the small one the
         // unit column stride of `b`).
         if super::sgemm_small::preferred((m, n, k), bcs) {
-            use super::sgemm_small::{Operand, product};
-            let [a, b] = [a, b].map(|(ptr, rs, cs)| Operand { ptr, rs, cs });
-            unsafe { product((m, n, k), a, b, out, n) };
+            unsafe { super::sgemm_small::product((m, n, k), a, b, out, n) };
             return true;
         }
         if super::sgemm::preferred((m, n, k)) {
-            use super::sgemm::{Operand, sgemm};
-            let [a, b] = [a, b].map(|(ptr, rs, cs)| Operand { ptr, rs, cs });
             unsafe { sgemm((m, n, k), a, b, out, n, rayon::current_num_threads()) };
             return true;
         }

@@ -14,6 +14,8 @@
 
 use std::arch::x86_64::*;
 
+pub(crate) use super::sgemm::Operand;
+
 /// Rows of the register tile.
 const MR: usize = 6;
 /// Vectors of 16 floats per row of the register tile.
@@ -23,14 +25,6 @@ const NR: usize = NV * 16;
 
 /// Products with more multiply-adds than this go to `gemm` and its threads.
 const MAX_FLOPS: usize = 1 << 22;
-
-/// A strided matrix operand: element `(i, j)` is at `ptr + i*rs + j*cs`.
-#[derive(Clone, Copy)]
-pub(crate) struct Operand {
-    pub(crate) ptr: *const f32,
-    pub(crate) rs: isize,
-    pub(crate) cs: isize,
-}
 
 /// Whether an `m x k` by `k x n` product whose right operand has column
 /// stride `b_cs` should run here: AVX-512 present, unit column stride on
