@@ -45,6 +45,7 @@ pub(crate) fn available() -> bool {
 /// [`available`] must hold and `b.cs` must be 1; every element of `a`, `b`
 /// and `dst` addressed by the shapes and strides must be in bounds of live
 /// buffers, and `dst` must overlap neither operand.
+#[target_feature(enable = "avx512f")]
 pub(crate) unsafe fn product(
     (m, n, k): (usize, usize, usize),
     a: Operand,
@@ -53,20 +54,6 @@ pub(crate) unsafe fn product(
     ldd: usize,
 ) {
     debug_assert_eq!(b.cs, 1);
-    // SAFETY: the caller's contract.
-    unsafe { columns((m, n, k), a, b, dst, ldd) }
-}
-
-/// # Safety
-/// As for [`product`].
-#[target_feature(enable = "avx512f")]
-unsafe fn columns(
-    (m, n, k): (usize, usize, usize),
-    a: Operand,
-    b: Operand,
-    dst: *mut f32,
-    ldd: usize,
-) {
     for j in (0..n).step_by(NR) {
         let cols = NR.min(n - j);
         // SAFETY: columns j..j+cols of `b` and `dst` are in bounds.
